@@ -1,0 +1,112 @@
+"""Memory configuration: one frozen dataclass, validated when built."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from typing import Any, Literal
+
+from langmem_tiers.errors import ConfigError
+
+OversizePolicy = Literal["truncate", "keep", "error"]
+SummaryRole = Literal["system", "user", "assistant"]
+
+
+@dataclass(frozen=True)
+class MemoryConfig:
+    """Budgets and policies of one memory. Every rule is checked at construction.
+
+    Args:
+        model: chat model whose tokenizer counts tokens (``gpt-4o*``/``gpt-4.1``/``o*``
+            use o200k_base, others cl100k_base); ``None`` means cl100k_base.
+        encoding: force a tiktoken encoding, overriding ``model``.
+        context_tokens: the whole budget ``context()`` fills (pinned + summary + recall + window).
+        window_tokens: high-water mark of the window; crossing it evicts whole turns.
+        window_low_ratio: eviction goes down to ``window_tokens * window_low_ratio``, so
+            evicted turns reach the summarizer in batches instead of one per message.
+        summary_tokens: hard cap of the rolling summary.
+        recall_tokens: share of the budget for recalled episodes and memories.
+        recall_k: how many recall hits ``context()`` asks for.
+        summary_role: role of the message that carries the summary.
+        summary_input_tokens: most tokens of evicted turns sent in one summarizer call.
+        summary_retry_base_s / summary_retry_max_s: backoff after a summarizer failure.
+        background_summary: run summaries on a worker thread so ``add()`` never waits.
+        oversize_policy: what ``context()`` does with a current turn larger than the window:
+            ``truncate`` its longest texts (the journal keeps them whole), ``keep`` it over
+            budget, or raise (``error``).
+        max_message_chars: larger messages are refused with InvalidMessageError.
+        index_batch_size: outbox rows embedded and written per batch.
+    """
+
+    model: str | None = None
+    encoding: str | None = None
+    context_tokens: int = 4000
+    window_tokens: int = 2000
+    window_low_ratio: float = 0.6
+    summary_tokens: int = 400
+    recall_tokens: int = 800
+    recall_k: int = 6
+    summary_role: SummaryRole = "system"
+    summary_input_tokens: int = 6000
+    summary_retry_base_s: float = 2.0
+    summary_retry_max_s: float = 300.0
+    background_summary: bool = False
+    oversize_policy: OversizePolicy = "truncate"
+    max_message_chars: int = 1_000_000
+    index_batch_size: int = 64
+
+    def __post_init__(self) -> None:
+        for name in ("context_tokens", "window_tokens", "summary_tokens", "summary_input_tokens",
+                     "max_message_chars", "index_batch_size"):
+            _positive(name, getattr(self, name))
+        for name in ("recall_tokens", "recall_k"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
+                raise ConfigError(f"{name} ({getattr(self, name)!r}) must be an integer >= 0")
+        if not 0.0 < self.window_low_ratio < 1.0:
+            raise ConfigError(
+                f"window_low_ratio ({self.window_low_ratio}) must be between 0 and 1 (exclusive): "
+                "0.6 evicts down to 60% of window_tokens"
+            )
+        if self.window_tokens > self.context_tokens:
+            raise ConfigError(
+                f"window_tokens ({self.window_tokens}) must not exceed context_tokens "
+                f"({self.context_tokens}): lower window_tokens or raise context_tokens"
+            )
+        if self.summary_tokens >= self.window_tokens:
+            raise ConfigError(
+                f"summary_tokens ({self.summary_tokens}) must be smaller than window_tokens "
+                f"({self.window_tokens}): lower summary_tokens or raise window_tokens"
+            )
+        if self.window_tokens + self.summary_tokens + self.recall_tokens > self.context_tokens:
+            raise ConfigError(
+                f"window_tokens + summary_tokens + recall_tokens ({self.window_tokens} + "
+                f"{self.summary_tokens} + {self.recall_tokens}) exceed context_tokens "
+                f"({self.context_tokens}): raise context_tokens or lower one of the shares"
+            )
+        if self.summary_role not in ("system", "user", "assistant"):
+            raise ConfigError(f"summary_role ({self.summary_role!r}) must be system, user or assistant")
+        if self.oversize_policy not in ("truncate", "keep", "error"):
+            raise ConfigError(
+                f"oversize_policy ({self.oversize_policy!r}) must be truncate, keep or error"
+            )
+        if self.summary_retry_base_s < 0 or self.summary_retry_max_s < self.summary_retry_base_s:
+            raise ConfigError(
+                f"summary retry backoff ({self.summary_retry_base_s}s .. {self.summary_retry_max_s}s) "
+                "needs 0 <= summary_retry_base_s <= summary_retry_max_s"
+            )
+
+    @property
+    def window_low_tokens(self) -> int:
+        return int(self.window_tokens * self.window_low_ratio)
+
+    def with_changes(self, **changes: Any) -> MemoryConfig:
+        """A copy with some fields changed (validated again)."""
+        known = {f.name for f in fields(self)}
+        unknown = set(changes) - known
+        if unknown:
+            raise ConfigError(f"unknown MemoryConfig field(s): {', '.join(sorted(unknown))}")
+        return replace(self, **changes)
+
+
+def _positive(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ConfigError(f"{name} ({value!r}) must be a positive integer")

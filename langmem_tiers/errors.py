@@ -1,0 +1,77 @@
+"""The exceptions langmem-tiers raises, in one tree.
+
+::
+
+    LangmemTiersError
+    ├── ConfigError (ValueError)             a bad setting; names the rule, the value and the fix
+    ├── InvalidMessageError (ValueError)     a message that cannot be stored as given
+    ├── InvalidNamespaceError (ValueError)   a bad user_id / agent_id / session_id
+    ├── TokenizerUnavailableError (RuntimeError)  no tiktoken encoding could be loaded offline
+    ├── JournalError (RuntimeError)          the journal could not be read or written
+    │   └── SchemaVersionError               the file was written by a newer langmem-tiers
+    ├── SummarizerError (RuntimeError)       the summarizer failed; the turns stay pending
+    ├── RecallError (RuntimeError)           the embedder or vector store failed; rows stay pending
+    ├── MissingDependencyError (ImportError) an optional extra is not installed
+    └── MemoryClosedError (RuntimeError)     the memory was used after close()
+
+Every class also subclasses the builtin a caller would naturally catch, so
+``except ValueError`` keeps working for validation errors.
+"""
+
+from __future__ import annotations
+
+
+class LangmemTiersError(Exception):
+    """Base class of every error raised by langmem-tiers."""
+
+
+class ConfigError(LangmemTiersError, ValueError):
+    """A configuration value breaks a rule."""
+
+
+class InvalidMessageError(LangmemTiersError, ValueError):
+    """A message cannot be stored: bad role, content, tool call or structure."""
+
+
+class InvalidNamespaceError(LangmemTiersError, ValueError):
+    """A namespace id (user, agent or session) is empty, too long or not text."""
+
+
+class TokenizerUnavailableError(LangmemTiersError, RuntimeError):
+    """No tiktoken encoding could be loaded without the network."""
+
+
+class JournalError(LangmemTiersError, RuntimeError):
+    """The journal could not be read or written (disk full, locked, corrupt)."""
+
+
+class SchemaVersionError(JournalError):
+    """The journal was written by a newer version of langmem-tiers."""
+
+
+class SummarizerError(LangmemTiersError, RuntimeError):
+    """The summarizer failed or returned unusable text; nothing was lost."""
+
+
+class RecallError(LangmemTiersError, RuntimeError):
+    """The embedder or the vector store failed; the index rows stay pending."""
+
+
+class MissingDependencyError(LangmemTiersError, ImportError):
+    """An optional dependency is missing; the message names the install command."""
+
+
+class MemoryClosedError(LangmemTiersError, RuntimeError):
+    """The memory was used after ``close()``."""
+
+
+def require(module: str, extra: str) -> object:
+    """Import an optional dependency or raise MissingDependencyError naming the fix."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        raise MissingDependencyError(
+            f"{module} is needed for this feature: pip install 'langmem-tiers[{extra}]'"
+        ) from e

@@ -1,0 +1,108 @@
+"""LangChain baseline: ``VectorStoreRetrieverMemory`` over langchain-chroma.
+
+Each turn is saved through ``save_context({role: text}, {})`` as an application
+would, so one Chroma document per turn (page content ``"{role}: {text}"``). A
+document carries no metadata that way, so results map back to turns by their page
+content; identical texts (short greetings) are assigned to distinct turns in order,
+never counted twice. Chroma gets precomputed embeddings only (``embedding_function``
+of the collection is ``None``; langchain-chroma embeds through our ``Embeddings``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from collections.abc import Sequence
+
+import chromadb
+from langchain_chroma import Chroma
+from langchain_classic.memory import VectorStoreRetrieverMemory
+from langchain_core.embeddings import Embeddings
+
+from langmem_tiers.embedders.base import Embedder
+from langmem_tiers.eval.baselines._cache import CachedEmbedder
+from langmem_tiers.eval.datasets import Turn
+
+
+class LocalEmbeddings(Embeddings):
+    """Our embedder as a LangChain ``Embeddings``."""
+
+    def __init__(self, embedder: CachedEmbedder) -> None:
+        self._embedder = embedder
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return self._embedder.embed(texts)
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._embedder.embed_uncached(text)
+
+
+_CLIENT = None
+
+
+def _client():
+    # One ephemeral client per process (several would share data anyway); one collection per store.
+    global _CLIENT
+    if _CLIENT is None:
+        _CLIENT = chromadb.EphemeralClient()
+    return _CLIENT
+
+
+class LangChainRetriever:
+    def __init__(self, embedder: Embedder) -> None:
+        self._cache = CachedEmbedder(embedder)
+        self._embeddings = LocalEmbeddings(self._cache)
+        self._name = f"eval-{uuid.uuid4().hex}"
+        self._store = None
+        self._memory = None
+        self._by_content: dict[str, list[str]] = {}
+        self._assigned: dict[str, str] = {}
+
+    def ingest(self, sessions: Sequence[Sequence[Turn]]) -> None:
+        self._store = Chroma(
+            collection_name=self._name,
+            embedding_function=self._embeddings,
+            client=_client(),
+            collection_metadata={"hnsw:space": "cosine"},
+        )
+        self._memory = VectorStoreRetrieverMemory(
+            retriever=self._store.as_retriever(search_kwargs={"k": 10}),
+            return_docs=True,
+            input_key="input",
+        )
+        turns = [t for s in sessions for t in s]
+        by_content: dict[str, list[str]] = defaultdict(list)
+        contents = [f"{t.role}: {t.text}" for t in turns]
+        self._cache.prime(contents)
+        for t, content in zip(turns, contents):
+            self._memory.save_context({t.role: t.text}, {})
+            by_content[content].append(t.key)
+        self._by_content = dict(by_content)
+        self._cache.clear()
+
+    def query(self, text: str, k: int) -> list[tuple[str, ...]]:
+        if self._memory is None:
+            return []
+        self._memory.retriever.search_kwargs["k"] = k
+        docs = self._memory.load_memory_variables({"input": text})["history"]
+        units = []
+        for doc in docs[:k]:
+            key = self._assigned.get(doc.id) if doc.id else None
+            if key is None:
+                pool = self._by_content.get(doc.page_content) or []
+                if not pool:
+                    continue
+                key = pool.pop(0) if doc.id else pool[0]
+                if doc.id:
+                    self._assigned[doc.id] = key
+            units.append((key,))
+        return units
+
+    def close(self) -> None:
+        if self._store is not None:
+            try:
+                _client().delete_collection(self._name)
+            except Exception:
+                pass
+        self._store = None
+        self._memory = None

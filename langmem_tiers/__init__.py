@@ -1,0 +1,39 @@
+"""langmem-tiers: durable, token-budgeted, tiered conversational memory.
+
+The core knows no framework: adapters for LangChain and LlamaIndex live in their
+own distributions. Importing this package loads no heavy dependency (chromadb,
+sentence-transformers, langchain, llama_index): they load where first used.
+"""
+
+from langmem_tiers.config import MemoryConfig
+from langmem_tiers.context import Context, Omission, TierTokens
+from langmem_tiers.errors import (
+    ConfigError,
+    InvalidMessageError,
+    InvalidNamespaceError,
+    JournalError,
+    LangmemTiersError,
+    MemoryClosedError,
+    MissingDependencyError,
+    RecallError,
+    SchemaVersionError,
+    SummarizerError,
+    TokenizerUnavailableError,
+)
+from langmem_tiers.journal.base import Namespace
+from langmem_tiers.memory import Stats, TieredMemory
+from langmem_tiers.messages import Message, ToolCall
+from langmem_tiers.recall.hits import RecallHit
+from langmem_tiers.summarizers.base import Summarizer, SummaryRequest
+from langmem_tiers.summarizers.extractive import ExtractiveSummarizer
+from langmem_tiers.tokens import TiktokenCounter, TokenCounter, WordCounter
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ConfigError", "Context", "ExtractiveSummarizer", "InvalidMessageError", "InvalidNamespaceError",
+    "JournalError", "LangmemTiersError", "MemoryClosedError", "MemoryConfig", "Message",
+    "MissingDependencyError", "Namespace", "Omission", "RecallError", "RecallHit", "SchemaVersionError",
+    "Stats", "Summarizer", "SummarizerError", "SummaryRequest", "TierTokens", "TieredMemory",
+    "TiktokenCounter", "TokenCounter", "TokenizerUnavailableError", "ToolCall", "WordCounter",
+]

@@ -1,0 +1,241 @@
+"""Context assembly: one token budget shared by every tier. Pure, no I/O.
+
+Priorities, highest first: the current user turn (always kept), pinned
+memories, the rolling summary, older window turns (newest first), recalled
+records (best first, within ``recall_tokens``). When the budget is short the
+lowest priority goes first, and every omission is reported with its reason.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from langmem_tiers.config import MemoryConfig
+from langmem_tiers.errors import ConfigError
+from langmem_tiers.messages import Message
+from langmem_tiers.recall.hits import RecallHit
+from langmem_tiers.tokens import REPLY_PRIMING, TokenCounter
+from langmem_tiers.window import split_turns
+
+MEMORY_HEADER = "Memory of this conversation (from langmem-tiers):"
+PINNED_HEADER = "Pinned facts:"
+SUMMARY_HEADER = "Summary of earlier conversation:"
+RECALL_HEADER = "Recalled from earlier conversation:"
+
+
+@dataclass(frozen=True)
+class TierTokens:
+    """Tokens each tier takes in the assembled context (``total`` includes message framing)."""
+
+    pinned: int
+    summary: int
+    recall: int
+    window: int
+    total: int
+    budget: int
+
+
+@dataclass(frozen=True)
+class Omission:
+    """Something that did not make it into the context, and why."""
+
+    tier: str
+    reason: str
+    tokens: int
+    ids: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Context:
+    """The messages to send, and an account of how the budget was spent."""
+
+    messages: tuple[Message, ...]
+    tokens: TierTokens
+    left_out: tuple[Omission, ...]
+    recalled: tuple[RecallHit, ...]
+    summary: str
+    truncated: tuple[int, ...] = ()
+
+    def to_openai(self) -> list[dict[str, Any]]:
+        """The messages in the OpenAI chat-completions format."""
+        out = []
+        for m in self.messages:
+            data: dict[str, Any] = {"role": m.role, "content": m.to_dict()["content"]}
+            if m.name:
+                data["name"] = m.name
+            if m.tool_calls:
+                data["tool_calls"] = [
+                    {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                    for c in m.tool_calls
+                ]
+            if m.tool_call_id:
+                data["tool_call_id"] = m.tool_call_id
+            out.append(data)
+        return out
+
+    def explain(self) -> str:
+        """A short human-readable account: tokens per tier and what was left out."""
+        t = self.tokens
+        lines = [
+            f"{t.total}/{t.budget} tokens: pinned {t.pinned}, summary {t.summary}, "
+            f"recall {t.recall} ({len(self.recalled)} hits), window {t.window}"
+        ]
+        lines += [f"left out {o.tier} ({o.tokens} tokens): {o.reason}" for o in self.left_out]
+        if self.truncated:
+            lines.append(f"truncated to fit (whole in the journal): messages {list(self.truncated)}")
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class WindowMessage:
+    message: Message
+    tokens: int
+
+
+def assemble(
+    *,
+    window: Sequence[WindowMessage],
+    summary: str,
+    pinned: Sequence[str],
+    hits: Sequence[RecallHit],
+    config: MemoryConfig,
+    counter: TokenCounter,
+    budget: int | None = None,
+    omitted: Sequence[Omission] = (),
+) -> Context:
+    """Fit the tiers into ``budget`` (default ``config.context_tokens``)."""
+    budget = config.context_tokens if budget is None else budget
+    if budget <= REPLY_PRIMING:
+        raise ConfigError(f"budget ({budget}) must be larger than the reply priming ({REPLY_PRIMING} tokens)")
+    left_out = list(omitted)
+    turns = _turns(window)
+    current = turns[-1] if turns else []
+    older = turns[:-1]
+    current, truncated = _fit_current(current, budget - REPLY_PRIMING, config, counter)
+
+    hits, dropped = _within_share(hits, config.recall_tokens, counter)
+    left_out += dropped
+    pinned_lines, summary_text = list(pinned), summary
+    while True:
+        memory = _memory_message(pinned_lines, summary_text, hits, config)
+        messages = ([memory] if memory else []) + [w.message for t in older for w in t] + [w.message for w in current]
+        total = sum(counter.count_message(m) for m in messages) + REPLY_PRIMING
+        if total <= budget:
+            break
+        # Drop the lowest priority first: recall, then the oldest turns, then the summary, then pinned facts.
+        if hits:
+            worst = hits[-1]
+            hits = hits[:-1]
+            left_out.append(Omission("recall", "over budget", counter.count_text(worst.text), (worst.record_id,)))
+        elif older:
+            turn = older.pop(0)
+            left_out.append(Omission("window", "over budget (oldest turn first)", sum(w.tokens for w in turn),
+                                     tuple(w.message.id or 0 for w in turn)))
+        elif summary_text:
+            left_out.append(Omission("summary", "over budget", counter.count_text(summary_text)))
+            summary_text = ""
+        elif pinned_lines:
+            line = pinned_lines.pop()
+            left_out.append(Omission("pinned", "over budget", counter.count_text(line)))
+        else:
+            break  # only the current turn is left: over budget by the oversize policy "keep"
+    window_tokens = sum(w.tokens for t in older for w in t) + sum(w.tokens for w in current)
+    tokens = TierTokens(
+        pinned=counter.count_text("\n".join(pinned_lines)) if pinned_lines else 0,
+        summary=counter.count_text(summary_text) if summary_text else 0,
+        recall=sum(counter.count_text(_hit_line(h)) for h in hits),
+        window=window_tokens,
+        total=total,
+        budget=budget,
+    )
+    return Context(tuple(messages), tokens, tuple(left_out), tuple(hits), summary_text, truncated)
+
+
+def _turns(window: Sequence[WindowMessage]) -> list[list[WindowMessage]]:
+    from langmem_tiers.journal.base import WindowEntry
+
+    by_id = {id(w): w for w in window}
+    entries = [WindowEntry(id(w), w.message.role, w.tokens) for w in window]
+    return [[by_id[e.id] for e in turn] for turn in split_turns(entries)]
+
+
+def _fit_current(current: list[WindowMessage], room: int, config: MemoryConfig,
+                 counter: TokenCounter) -> tuple[list[WindowMessage], tuple[int, ...]]:
+    size = sum(w.tokens for w in current)
+    if size <= room:
+        return current, ()
+    if config.oversize_policy == "error":
+        raise ConfigError(
+            f"the current turn has {size} tokens, more than the budget allows ({room}): raise context_tokens, "
+            "or set oversize_policy='truncate' (the journal keeps the message whole)"
+        )
+    if config.oversize_policy == "keep":
+        return current, ()
+    fitted, truncated = list(current), []
+    # Truncate the largest text messages first until the turn fits.
+    for index in sorted(range(len(fitted)), key=lambda i: -fitted[i].tokens):
+        over = sum(w.tokens for w in fitted) - room
+        if over <= 0:
+            break
+        w = fitted[index]
+        if not isinstance(w.message.content, str) or not w.message.content:
+            continue
+        keep = max(w.tokens - over, 0)
+        new = replace(w.message, content=_truncate_text(w.message, keep, counter))
+        fitted[index] = WindowMessage(new, counter.count_message(new))
+        truncated.append(w.message.id or 0)
+    return fitted, tuple(truncated)
+
+
+def _truncate_text(message: Message, target_tokens: int, counter: TokenCounter) -> str:
+    text = str(message.content)
+    marker = f"\n[... truncated to fit the context; message {message.id} is whole in the journal ...]\n"
+    lo, hi = 0, len(text)
+    best = marker
+    while lo <= hi:  # the longest head+tail (half each) whose message fits
+        mid = (lo + hi) // 2
+        candidate = text[: mid // 2] + marker + text[len(text) - mid // 2:] if mid else marker
+        if counter.count_message(replace(message, content=candidate)) <= target_tokens:
+            best, lo = candidate, mid + 1
+        else:
+            hi = mid - 1
+    return best
+
+
+def _within_share(hits: Sequence[RecallHit], share: int,
+                  counter: TokenCounter) -> tuple[list[RecallHit], list[Omission]]:
+    kept, dropped, used = [], [], 0
+    for h in hits:
+        cost = counter.count_text(_hit_line(h))
+        if used + cost <= share:
+            kept.append(h)
+            used += cost
+        else:
+            dropped.append(Omission("recall", f"over the recall share ({share} tokens)", cost, (h.record_id,)))
+    return kept, dropped
+
+
+def _hit_line(hit: RecallHit) -> str:
+    day = dt.datetime.fromtimestamp(hit.created_at, dt.timezone.utc).strftime("%Y-%m-%d") if hit.created_at else ""
+    label = f"[{day}] " if day else ""
+    if hit.kind != "turn":
+        label += f"({hit.kind}) "
+    return f"- {label}{hit.text}"
+
+
+def _memory_message(pinned: Sequence[str], summary: str, hits: Sequence[RecallHit],
+                    config: MemoryConfig) -> Message | None:
+    sections = []
+    if pinned:
+        sections.append(PINNED_HEADER + "\n" + "\n".join(f"- {p}" for p in pinned))
+    if summary:
+        sections.append(SUMMARY_HEADER + "\n" + summary)
+    if hits:
+        sections.append(RECALL_HEADER + "\n" + "\n".join(_hit_line(h) for h in hits))
+    if not sections:
+        return None
+    return Message(config.summary_role, MEMORY_HEADER + "\n\n" + "\n\n".join(sections),
+                   metadata={"langmem_tiers": "memory"})

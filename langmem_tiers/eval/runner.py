@@ -135,6 +135,7 @@ def run_benchmark(
         transient=False,
     )
     unit_name = "conversations" if benchmark == "locomo" else "haystacks"
+    spec.warmup()
     with bar:
         t_hay = bar.add_task(f"{spec.name}: {unit_name}", total=len(haystacks))
         t_q = bar.add_task(f"{spec.name}: questions", total=len(scored))

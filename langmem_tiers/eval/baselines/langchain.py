@@ -11,6 +11,7 @@ of the collection is ``None``; langchain-chroma embeds through our ``Embeddings`
 from __future__ import annotations
 
 import uuid
+import warnings
 from collections import defaultdict
 from collections.abc import Sequence
 
@@ -65,11 +66,14 @@ class LangChainRetriever:
             client=_client(),
             collection_metadata={"hnsw:space": "cosine"},
         )
-        self._memory = VectorStoreRetrieverMemory(
-            retriever=self._store.as_retriever(search_kwargs={"k": 10}),
-            return_docs=True,
-            input_key="input",
-        )
+        with warnings.catch_warnings():
+            # Deprecated in LangChain 1.x but still the documented vector memory: it is the baseline.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            self._memory = VectorStoreRetrieverMemory(
+                retriever=self._store.as_retriever(search_kwargs={"k": 10}),
+                return_docs=True,
+                input_key="input",
+            )
         turns = [t for s in sessions for t in s]
         by_content: dict[str, list[str]] = defaultdict(list)
         contents = [f"{t.role}: {t.text}" for t in turns]

@@ -1,0 +1,205 @@
+"""A summarizer that calls an OpenAI-compatible chat-completions endpoint.
+
+Needs the ``openai`` extra: ``pip install 'langmem-tiers[openai]'``. Works with any
+server speaking the OpenAI protocol (vLLM, Ollama, LiteLLM, Azure via ``client=``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from langmem_tiers.errors import ConfigError, SummarizerError, require
+from langmem_tiers.summarizers.base import (
+    DEFAULT_COMPRESS_PROMPT,
+    DEFAULT_SUMMARY_PROMPT,
+    SummaryRequest,
+    render_prompt,
+)
+
+DEFAULT_SYSTEM_PROMPT = "You write faithful, compact summaries of conversations."
+
+DEFAULT_MODEL = "gpt-4o-mini"
+
+# The memory counts tokens with its own tokenizer, which may not be the model's: the
+# completion cap gets this much headroom so a summary that fits is never cut off.
+_MAX_TOKENS_SLACK = 1.25
+_MAX_TOKENS_EXTRA = 32
+
+
+class OpenAISummarizer:
+    """Summarizes with one chat-completions call per request.
+
+    ``client`` / ``async_client`` are used as given (their own timeout and retries
+    apply); otherwise clients are built on first use from ``base_url``, ``api_key``,
+    ``timeout`` and ``max_retries``. Retries default to 0 because a failed summary is
+    harmless: the turns stay pending and the memory tries again later.
+
+    Example:
+        >>> s = OpenAISummarizer("gpt-4o-mini", api_key="sk-test", base_url="http://127.0.0.1:9/v1")
+        >>> s.model
+        'gpt-4o-mini'
+    """
+
+    def __init__(
+        self,
+        model: str = DEFAULT_MODEL,
+        *,
+        client: Any | None = None,
+        async_client: Any | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 30.0,
+        max_retries: int = 0,
+        temperature: float = 0.0,
+        prompt: str = DEFAULT_SUMMARY_PROMPT,
+        compress_prompt: str = DEFAULT_COMPRESS_PROMPT,
+        system_prompt: str = DEFAULT_SYSTEM_PROMPT,
+    ) -> None:
+        if not isinstance(model, str) or not model.strip():
+            raise ConfigError(f"model must be a non-empty model name, got {model!r}")
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
+            raise ConfigError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+            raise ConfigError(f"max_retries must be an integer >= 0, got {max_retries!r}")
+        if not isinstance(temperature, int | float) or not 0.0 <= temperature <= 2.0:
+            raise ConfigError(f"temperature must be between 0 and 2, got {temperature!r}")
+        _check_template("prompt", prompt)
+        _check_template("compress_prompt", compress_prompt)
+        if client is None or async_client is None:
+            # Fail at construction, not at the first summary, when the extra is missing.
+            require("openai", "openai")
+            if api_key is None and not os.environ.get("OPENAI_API_KEY"):
+                raise ConfigError(
+                    "OpenAISummarizer needs an API key: pass api_key=..., set OPENAI_API_KEY, "
+                    "or pass client= and async_client="
+                )
+        self.model = model
+        self.temperature = float(temperature)
+        self.prompt = prompt
+        self.compress_prompt = compress_prompt
+        self.system_prompt = system_prompt
+        self._client = client
+        self._async_client = async_client
+        # Clients passed in belong to the caller; only those built here are closed here.
+        self._owns_client = client is None
+        self._owns_async_client = async_client is None
+        self._client_options: dict[str, Any] = {
+            "base_url": base_url, "api_key": api_key, "timeout": float(timeout), "max_retries": max_retries,
+        }
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **kwargs: Any) -> OpenAISummarizer | None:
+        """Build from ``OPENAI_API_KEY``, ``OPENAI_BASE_URL`` and ``OPENAI_MODEL``; None without a key.
+
+        ``environ`` defaults to ``os.environ``; ``kwargs`` go to the constructor.
+        """
+        env = os.environ if environ is None else environ
+        api_key = env.get("OPENAI_API_KEY")
+        if not api_key:
+            return None
+        kwargs.setdefault("base_url", env.get("OPENAI_BASE_URL") or None)
+        return cls(env.get("OPENAI_MODEL") or DEFAULT_MODEL, api_key=api_key, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"OpenAISummarizer(model={self.model!r})"
+
+    # -- no I/O: what to send and how to read the answer
+
+    def _params(self, request: SummaryRequest) -> dict[str, Any]:
+        user = render_prompt(request, self.prompt, self.compress_prompt)
+        return {
+            "model": self.model,
+            "messages": [
+                {"role": "system", "content": self.system_prompt},
+                {"role": "user", "content": user},
+            ],
+            "temperature": self.temperature,
+            "max_tokens": int(request.max_tokens * _MAX_TOKENS_SLACK) + _MAX_TOKENS_EXTRA,
+        }
+
+    def _text(self, response: Any) -> str:
+        try:
+            choice = response.choices[0]
+            finish_reason = choice.finish_reason
+            content = choice.message.content
+            refusal = getattr(choice.message, "refusal", None)
+        except (AttributeError, IndexError, TypeError, KeyError) as e:
+            raise SummarizerError(
+                f"OpenAI summarizer ({self.model}) got a malformed response: {type(e).__name__}: {e}"
+            ) from e
+        if refusal:
+            raise SummarizerError(f"OpenAI summarizer ({self.model}) refused: {refusal}")
+        if not isinstance(content, str):
+            raise SummarizerError(
+                f"OpenAI summarizer ({self.model}) got a non-text reply "
+                f"(content={content!r}, finish_reason={finish_reason!r})"
+            )
+        if finish_reason == "length":
+            # A summary cut at max_tokens loses its tail silently: refuse it.
+            raise SummarizerError(
+                f"OpenAI summarizer ({self.model}) reply was cut at max_tokens (finish_reason='length')"
+            )
+        text = content.strip()
+        if not text:
+            raise SummarizerError(f"OpenAI summarizer ({self.model}) got an empty reply")
+        return text
+
+    def _failure(self, e: Exception) -> SummarizerError:
+        return SummarizerError(f"OpenAI summarizer ({self.model}) failed: {type(e).__name__}: {e}")
+
+    # -- the I/O shells
+
+    def summarize(self, request: SummaryRequest) -> str:
+        """Return the new summary text; raise :class:`SummarizerError` on any failure."""
+        params = self._params(request)
+        try:
+            response = self._sync_client().chat.completions.create(**params)
+        except Exception as e:  # openai errors, and JSON errors from a broken proxy
+            raise self._failure(e) from e
+        return self._text(response)
+
+    async def asummarize(self, request: SummaryRequest) -> str:
+        """Async :meth:`summarize`."""
+        params = self._params(request)
+        try:
+            response = await self._aclient().chat.completions.create(**params)
+        except Exception as e:
+            raise self._failure(e) from e
+        return self._text(response)
+
+    def close(self) -> None:
+        """Close the sync HTTP client built here (injected clients are left open)."""
+        if self._owns_client and self._client is not None:
+            self._client.close()
+            self._client = None
+
+    async def aclose(self) -> None:
+        """Close both HTTP clients built here; call from the event loop that used the async one."""
+        self.close()
+        if self._owns_async_client and self._async_client is not None:
+            await self._async_client.close()
+            self._async_client = None
+
+    def _sync_client(self) -> Any:
+        if self._client is None:
+            openai: Any = require("openai", "openai")
+            self._client = openai.OpenAI(**self._client_options)
+        return self._client
+
+    def _aclient(self) -> Any:
+        if self._async_client is None:
+            openai: Any = require("openai", "openai")
+            self._async_client = openai.AsyncOpenAI(**self._client_options)
+        return self._async_client
+
+
+def _check_template(name: str, template: str) -> None:
+    try:
+        template.format(previous_summary="", turns="", max_tokens=0)
+    except (KeyError, IndexError, ValueError) as e:
+        raise ConfigError(
+            f"{name} must be a str.format template using only {{previous_summary}}, {{turns}} and "
+            f"{{max_tokens}} (double other braces), got an error: {type(e).__name__}: {e}"
+        ) from e

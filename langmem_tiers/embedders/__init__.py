@@ -1,0 +1,30 @@
+"""Embedders: the :class:`Embedder` protocol and its implementations.
+
+``LocalEmbedder`` (sentence-transformers) and ``OpenAIEmbedder`` import their heavy
+dependencies only when used; importing this package stays cheap.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from langmem_tiers.embedders.base import Embedder
+from langmem_tiers.embedders.callable import CallableEmbedder
+from langmem_tiers.embedders.local import LocalEmbedder, default_embedder
+
+if TYPE_CHECKING:
+    # The ignore keeps mypy green while embedders/openai.py is being written elsewhere.
+    from langmem_tiers.embedders.openai import (  # type: ignore[import-not-found, unused-ignore]
+        OpenAIEmbedder,
+    )
+
+__all__ = ["CallableEmbedder", "Embedder", "LocalEmbedder", "OpenAIEmbedder", "default_embedder"]
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy so that importing the package never needs the openai extra.
+    if name == "OpenAIEmbedder":
+        from langmem_tiers.embedders.openai import OpenAIEmbedder
+
+        return OpenAIEmbedder
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

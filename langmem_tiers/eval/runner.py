@@ -202,25 +202,29 @@ def _print_summary(result: dict[str, Any], console: Any) -> None:
     from rich.table import Table
 
     group_key = "by_category" if "by_category" in result else "by_type"
-    names = list(result["overall"])
-    table = Table(title=f"{result['benchmark']} / {result['config']['retriever']}")
-    table.add_column(group_key.replace("by_", ""))
-    table.add_column("n", justify="right")
-    for name in names:
-        table.add_column(name, justify="right")
+    # One small table per metric family (recall, session_recall_any, ...) so it fits 80 columns.
+    families: dict[str, list[str]] = defaultdict(list)
+    for name in result["overall"]:
+        families[name.split("@", 1)[0]].append(name)
 
     def fmt(v: float | None) -> str:
         return "-" if v is None else f"{v:.3f}"
 
-    for cat, scores in result[group_key].items():
-        table.add_row(cat, str(result["counts"][group_key][cat]), *(fmt(scores[n]) for n in names))
-    table.add_row(
-        "overall",
-        str(result["counts"]["questions_scored"]),
-        *(fmt(result["overall"][n]) for n in names),
-        style="bold",
-    )
-    console.print(table)
+    for family, names in families.items():
+        table = Table(title=f"{result['benchmark']} / {result['config']['retriever']}: {family}@k")
+        table.add_column(group_key.replace("by_", ""), no_wrap=True)
+        table.add_column("n", justify="right")
+        for name in names:
+            table.add_column("@" + name.split("@", 1)[1], justify="right")
+        for cat, scores in result[group_key].items():
+            table.add_row(cat, str(result["counts"][group_key][cat]), *(fmt(scores[n]) for n in names))
+        table.add_row(
+            "overall",
+            str(result["counts"]["questions_scored"]),
+            *(fmt(result["overall"][n]) for n in names),
+            style="bold",
+        )
+        console.print(table)
     lat = result["latency_ms"]
     console.print(
         f"query latency p50 {lat['p50']} ms, p95 {lat['p95']} ms; ingest {result['ingest_per_s']} turns/s "

@@ -31,8 +31,9 @@ def test_import_loads_no_heavy_dependency() -> None:
 
 def test_import_has_no_global_side_effects() -> None:
     code = (
-        "import logging, warnings, threading; before = (list(warnings.filters), logging.getLogger().handlers[:],"
-        " threading.active_count()); import langmem_tiers; "
+        "import logging, warnings, threading; "
+        "before = (list(warnings.filters), logging.getLogger().handlers[:], threading.active_count()); "
+        "import langmem_tiers; "
         "after = (list(warnings.filters), logging.getLogger().handlers[:], threading.active_count()); "
         "print(before == after)"
     )

@@ -1,0 +1,56 @@
+"""LangChain integration of langmem-tiers.
+
+* :class:`TieredChatMessageHistory`: ``BaseChatMessageHistory`` for ``RunnableWithMessageHistory``.
+* :class:`TieredMemoryMiddleware`: ``AgentMiddleware`` for ``langchain.agents.create_agent``
+  (needs the ``agents`` extra; imported on first use).
+* :class:`TieredMemoryRetriever`: recall as ``Document``s.
+* :class:`ChatModelSummarizer`, :class:`LangChainEmbedder`, :func:`chroma_store_from_langchain`.
+* :class:`TieredConversationMemory`: langchain-classic ``BaseMemory`` (``classic`` extra; lazy).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from langchain_langmem_tiers.adapters import (
+    ChatModelSummarizer,
+    LangChainEmbedder,
+    chroma_store_from_langchain,
+)
+from langchain_langmem_tiers.history import SessionHistoryFactory, TieredChatMessageHistory
+from langchain_langmem_tiers.messages import from_langchain, to_langchain
+from langchain_langmem_tiers.retriever import TieredMemoryRetriever
+
+if TYPE_CHECKING:
+    from langchain_langmem_tiers.classic import TieredConversationMemory
+    from langchain_langmem_tiers.middleware import TieredMemoryMiddleware
+
+_LAZY = {
+    "TieredMemoryMiddleware": "langchain_langmem_tiers.middleware",
+    "TieredConversationMemory": "langchain_langmem_tiers.classic",
+}
+
+
+def __getattr__(name: str) -> Any:
+    # langchain (agents) and langchain-classic are optional extras: import them on first use.
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ChatModelSummarizer",
+    "LangChainEmbedder",
+    "SessionHistoryFactory",
+    "TieredChatMessageHistory",
+    "TieredConversationMemory",
+    "TieredMemoryMiddleware",
+    "TieredMemoryRetriever",
+    "chroma_store_from_langchain",
+    "from_langchain",
+    "to_langchain",
+]

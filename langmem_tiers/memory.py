@@ -94,7 +94,7 @@ class TieredMemory:
     @classmethod
     def open(cls, path: str | Path, *, session_id: str, user_id: str | None = None, agent_id: str | None = None,
              config: MemoryConfig | None = None, summarizer: Summarizer | None = None,
-             embedder: Embedder | None | bool = None, chroma: Any = None,
+             embedder: Embedder | bool | None = None, chroma: Any = None,
              counter: TokenCounter | None = None) -> TieredMemory:
         """Open (or create) the memory of one session.
 
@@ -311,7 +311,9 @@ class TieredMemory:
         state, window, pending = yield Blocking(self._snapshot)
         omitted = []
         if pending:
-            reason = "evicted, waiting for the summarizer" + (f" (last error: {state.last_error})" if state.last_error else "")
+            reason = "evicted, waiting for the summarizer"
+            if state.last_error:
+                reason += f" (last error: {state.last_error})"
             omitted.append(Omission("pending", reason, 0, ()))
         hits: list[RecallHit] = []
         pinned: list[str] = []
@@ -334,7 +336,8 @@ class TieredMemory:
             state = rx.state(self._ns_id)
             rows = rx.window_messages(self._ns_id, state.window_start)
             pending = rx.count_between(self._ns_id, state.summary_cursor, state.window_start)
-        window = [WindowMessage(m, t if key == self.counter.key else self.counter.count_message(m)) for m, t, key in rows]
+        window = [WindowMessage(m, t if key == self.counter.key else self.counter.count_message(m))
+                  for m, t, key in rows]
         return state, window, pending
 
     def _recount_window(self) -> None:
@@ -383,18 +386,27 @@ class TieredMemory:
 
     def search(self, query: str, k: int = 5, *, scope: str = "session", kinds: Sequence[str] | None = None,
                where: Mapping[str, Any] | None = None, since: float | None = None,
-               until: float | None = None) -> list[RecallHit]:
-        """Hybrid keyword + vector recall over evicted turns and memories, filtered by namespace."""
-        return self._drivers.run_sync(self._search_flow(query, k, scope, kinds, where, since, until))
+               until: float | None = None, expand: bool = False) -> list[RecallHit]:
+        """Hybrid keyword + vector recall over evicted turns and memories, filtered by namespace.
+
+        Args:
+            scope: ``"session"`` (this session), ``"user"`` (all sessions of this user) or
+                ``"agent"`` (this user's sessions with this agent).
+            kinds: only these record kinds (``"turn"``, ``"fact"``, ...).
+            where: metadata equality filters (``tags`` matches one tag).
+            since / until: unix-seconds bounds on the record's time.
+            expand: also return records linked to the hits (one hop).
+        """
+        return self._drivers.run_sync(self._search_flow(query, k, scope, kinds, where, since, until, expand))
 
     async def asearch(self, query: str, k: int = 5, *, scope: str = "session", kinds: Sequence[str] | None = None,
                       where: Mapping[str, Any] | None = None, since: float | None = None,
-                      until: float | None = None) -> list[RecallHit]:
-        return await self._drivers.run_async(self._search_flow(query, k, scope, kinds, where, since, until))
+                      until: float | None = None, expand: bool = False) -> list[RecallHit]:
+        return await self._drivers.run_async(self._search_flow(query, k, scope, kinds, where, since, until, expand))
 
     def _search_flow(self, query: str, k: int, scope: str, kinds: Sequence[str] | None,
                      where: Mapping[str, Any] | None, since: float | None,
-                     until: float | None) -> Flow[list[RecallHit]]:
+                     until: float | None, expand: bool = False) -> Flow[list[RecallHit]]:
         self._check_open()
         if not isinstance(query, str):
             raise ConfigError(f"query must be a string; got {type(query).__name__}")
@@ -402,7 +414,8 @@ class TieredMemory:
             raise ConfigError(f"k ({k!r}) must be an integer >= 0")
         recall = self._require_recall()
         filters = SearchFilters(kinds=tuple(kinds) if kinds else None, where=where, since=since, until=until)
-        hits: list[RecallHit] = yield from recall.search_flow(query, k, Scope(scope, self.namespace), filters)
+        hits: list[RecallHit] = yield from recall.search_flow(query, k, Scope(scope, self.namespace), filters,
+                                                                     expand=expand)
         return hits
 
     def remember(self, text: str, kind: str = "fact", *, importance: float = 0.5, pinned: bool = False,
@@ -423,6 +436,104 @@ class TieredMemory:
         count = self.journal.requeue_all()
         self._drivers.run_sync(recall.index_flow())
         return count
+
+    def forget(self, target: int | str) -> int:
+        """Erase a record by id, or every record and message of a scope.
+
+        ``forget(record_id)`` removes one memory or turn record; ``forget("session")``
+        erases this session and ``forget("user")`` every session of this user, across
+        journal, keyword index and Chroma. Returns how many records were removed.
+        """
+        self._check_open()
+        recall = self._require_recall()
+        if isinstance(target, bool) or not isinstance(target, (int, str)):
+            raise ConfigError(f"forget() takes a record id or a scope name; got {target!r}")
+        if isinstance(target, int):
+            owned = {r.id for r in self.journal.records([target]) if Scope("user", self.namespace).matches(r.namespace)}
+            removed = self.journal.delete_records(sorted(owned))
+        else:
+            if target not in ("session", "user", "agent"):
+                raise ConfigError(f"scope ({target!r}) must be 'session', 'user' or 'agent'")
+            if target != "session" and not self.namespace.user_id and target == "user":
+                raise ConfigError("forget('user') needs a user_id on this memory")
+            scope = Scope(target, self.namespace)
+            ns_ids = [n for n, _ in self.journal.namespaces(scope)]
+            removed = len(self.journal.delete_namespaces(ns_ids))
+            self._ns_id = self.journal.namespace_id(self.namespace) or 0  # this session starts afresh
+        self._drivers.run_sync(recall.index_flow())
+        if recall.store is not None and isinstance(target, str):
+            # Belt and braces: vectors of the scope are removed even if the journal lost track of them.
+            recall.store.delete(where=recall.where(Scope(target, self.namespace)))
+        return removed
+
+    def cleanup(self, *, max_age: float | None = None, min_importance: float | None = None,
+                kinds: Sequence[str] | None = None, dry_run: bool = True) -> list[RecallHit]:
+        """Find (and unless ``dry_run``, erase) this user's records older than ``max_age`` seconds
+        or whose decayed importance is below ``min_importance``. Pinned records are never removed."""
+        from langmem_tiers.recall.fusion import retention
+
+        recall = self._require_recall()
+        ns_ids = [n for n, _ in self.journal.namespaces(Scope("user", self.namespace))]
+        now = time.time()
+        doomed = []
+        for r in self.journal.scoped_records(ns_ids, kinds):
+            if r.pinned:
+                continue
+            age = now - r.created_at
+            old = max_age is not None and age > max_age
+            weak = min_importance is not None and retention(
+                r.importance, age, recall.params.stability_seconds, False) < min_importance
+            if old or weak:
+                doomed.append(r)
+        if not dry_run and doomed:
+            self.journal.delete_records([r.id for r in doomed])
+            self._drivers.run_sync(recall.index_flow())
+        return [RecallHit(r.id, r.kind, r.text, 0.0, {}, r.namespace, r.message_ids, r.created_at,
+                          r.importance, r.pinned, r.tags, r.metadata) for r in doomed]
+
+    def consolidate(self, threshold: float = 0.8, kinds: Sequence[str] = MEMORY_KINDS) -> int:
+        """Merge near-duplicate explicit memories of this user (word overlap >= ``threshold``).
+
+        The kept record takes the highest importance, the union of tags and the merged
+        records' provenance (``metadata['merged_from']``). Returns how many were merged away.
+        """
+        from langmem_tiers.recall.fusion import jaccard
+
+        self._require_recall()
+        ns_ids = [n for n, _ in self.journal.namespaces(Scope("user", self.namespace))]
+        records = self.journal.scoped_records(ns_ids, list(kinds))
+        merged_away: list[int] = []
+        for i, keep in enumerate(records):
+            if keep.id in merged_away:
+                continue
+            group = [r for r in records[i + 1:] if r.id not in merged_away and r.kind == keep.kind
+                     and r.namespace == keep.namespace and jaccard(keep.text, r.text) >= threshold]
+            if not group:
+                continue
+            sources = [*keep.metadata.get("merged_from", []), *(r.id for r in group)]
+            self.journal.update_record(
+                keep.id, importance=max([keep.importance, *(r.importance for r in group)]),
+                message_ids=tuple(sorted({*keep.message_ids, *(m for r in group for m in r.message_ids)})),
+                metadata={**keep.metadata, "merged_from": sources,
+                          "tags": sorted({*keep.tags, *(t for r in group for t in r.tags)})},
+            )
+            merged_away += [r.id for r in group]
+        if merged_away:
+            self.journal.delete_records(merged_away)
+            self._drivers.run_sync(self._require_recall().index_flow())
+        return len(merged_away)
+
+    def link(self, a: int, b: int, relation: str = "related", strength: float = 1.0) -> None:
+        """Associate two records; ``search(..., expand=True)`` then also returns linked records."""
+        if not isinstance(relation, str) or not relation:
+            raise ConfigError(f"relation ({relation!r}) must be a non-empty string")
+        if not 0 < strength <= 1:
+            raise ConfigError(f"strength ({strength!r}) must be in (0, 1]")
+        mine = Scope("user", self.namespace)
+        found = {r.id for r in self.journal.records([a, b]) if mine.matches(r.namespace)}
+        if found != {a, b}:
+            raise ConfigError(f"link() needs two records of this user; unknown: {sorted({a, b} - found)}")
+        self.journal.add_link(a, b, relation, strength)
 
     def _require_recall(self) -> RecallIndex:
         if self.recall is None:
@@ -493,7 +604,7 @@ def _memory_record(text: Any, kind: Any, importance: Any, pinned: Any, tags: Any
 def _open_journal(path: str | Path) -> tuple[Journal, Path | None]:
     text = str(path)
     if text.startswith(("postgresql://", "postgres://")):
-        from langmem_tiers.journal.postgres import PostgresJournal  # type: ignore[import-not-found]
+        from langmem_tiers.journal.postgres import PostgresJournal
 
         return PostgresJournal(text), None
     from langmem_tiers.journal.sqlite import SqliteJournal
@@ -502,7 +613,7 @@ def _open_journal(path: str | Path) -> tuple[Journal, Path | None]:
     return SqliteJournal(folder / JOURNAL_FILE), folder
 
 
-def _open_vectors(folder: Path | None, embedder: Embedder | None | bool,
+def _open_vectors(folder: Path | None, embedder: Embedder | bool | None,
                   chroma: Any) -> tuple[Any, Embedder | None]:
     from langmem_tiers.recall.vector_store import ChromaStore
 

@@ -235,7 +235,8 @@ def _tool_call(call: Any) -> ToolCall:
         return call
     if not isinstance(call, Mapping):
         raise InvalidMessageError(f"a tool call must be a dict; got {call!r:.80}")
-    fn = call.get("function") if isinstance(call.get("function"), Mapping) else call
+    inner = call.get("function")
+    fn: Mapping[str, Any] = inner if isinstance(inner, Mapping) else call
     call_id, name, args = call.get("id"), fn.get("name"), fn.get("arguments", fn.get("args", "{}"))
     if not isinstance(call_id, str) or not call_id:
         raise InvalidMessageError(f"a tool call needs a non-empty string id; got {call_id!r}")

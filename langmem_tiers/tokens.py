@@ -127,7 +127,8 @@ def _count_part(part: Any, count_text: Callable[[str], int]) -> int:
 
 def image_tokens(part: Any) -> int:
     """OpenAI's image cost: 85 at low detail; 85 + 170 per 512px tile at high detail."""
-    detail = part.get("detail") or (part.get("image_url") or {}).get("detail", "low")
+    inner = part.get("image_url")
+    detail = part.get("detail") or (inner.get("detail") if isinstance(inner, dict) else None) or "low"
     width, height = part.get("width"), part.get("height")
     if detail != "high" or not width or not height:
         return 85
@@ -135,7 +136,7 @@ def image_tokens(part: Any) -> int:
     width, height = width * scale, height * scale
     scale = min(1.0, 768 / min(width, height))
     tiles = math.ceil(width * scale / 512) * math.ceil(height * scale / 512)
-    return 85 + 170 * tiles
+    return int(85 + 170 * tiles)
 
 
 # --- loading encodings offline -------------------------------------------------

@@ -73,7 +73,7 @@ class RecallIndex:
         prefix, _, rid = vector_id.rpartition(":")
         return int(rid) if prefix == self._uid and rid.isdigit() else None
 
-    def _where(self, scope: Scope) -> dict[str, Any]:
+    def where(self, scope: Scope) -> dict[str, Any]:
         ns = scope.namespace
         clauses: list[dict[str, Any]] = [{"journal": {"$eq": self._uid}}, {"user_id": {"$eq": ns.user_id}}]
         if scope.kind in ("session", "agent"):
@@ -130,7 +130,7 @@ class RecallIndex:
     # --- search ---------------------------------------------------------------
 
     def search_flow(self, query: str, k: int, scope: Scope, filters: SearchFilters,
-                    now: float | None = None) -> Flow[list[RecallHit]]:
+                    now: float | None = None, expand: bool = False) -> Flow[list[RecallHit]]:
         if scope.kind not in SCOPES:
             raise ConfigError(f"scope ({scope.kind!r}) must be one of {', '.join(SCOPES)}")
         if k <= 0 or not query.strip():
@@ -149,7 +149,7 @@ class RecallIndex:
             store = self.store
             try:
                 (vector,) = yield Embed([query])
-                where = self._where(scope)
+                where = self.where(scope)
                 if kinds:
                     where = {"$and": [*where["$and"], {"kind": {"$in": kinds}}]}
                 hits = yield Blocking(lambda: store.query(vector, want, where))
@@ -177,7 +177,28 @@ class RecallIndex:
             out.append(_hit(r, parts.total, asdict(parts)))
             if len(out) >= k:
                 break
+        if expand and out:
+            out += yield from self._linked(out, scope, filters)
         return out
+
+    def _linked(self, hits: list[RecallHit], scope: Scope, filters: SearchFilters) -> Flow[list[RecallHit]]:
+        """One-hop expansion: records linked to a hit, scored ``hit score * strength / 2``."""
+        have = {h.record_id for h in hits}
+        score_of = {h.record_id: h.score for h in hits}
+        links = yield Blocking(lambda: self.journal.links(sorted(have)))
+        best: dict[int, tuple[float, int]] = {}
+        for a, b, _, strength in links:
+            source, other = (a, b) if a in have else (b, a)
+            if other in have:
+                continue
+            score = score_of[source] * strength / 2
+            if score > best.get(other, (0.0, 0))[0]:
+                best[other] = (score, source)
+        records = yield Blocking(lambda: self.journal.records(sorted(best)))
+        return [
+            _hit(r, best[r.id][0], {"linked_from": float(best[r.id][1]), "total": best[r.id][0]})
+            for r in records if scope.matches(r.namespace) and _passes(r, filters)
+        ]
 
     def pinned(self, scope: Scope) -> list[Record]:
         ns_ids = [n for n, _ in self.journal.namespaces(scope)]

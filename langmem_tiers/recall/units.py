@@ -25,7 +25,8 @@ def message_line(m: Message) -> str:
     return f"{speaker}: {m.text}"
 
 
-def turn_records(turn: Sequence[Message], unit: str = "turn", max_chunk_words: int = MAX_CHUNK_WORDS) -> list[NewRecord]:
+def turn_records(turn: Sequence[Message], unit: str = "turn",
+                 max_chunk_words: int = MAX_CHUNK_WORDS) -> list[NewRecord]:
     """Records for one evicted turn: one per chunk of the turn (or per message when ``unit='message'``)."""
     groups = [[m] for m in turn] if unit == "message" else [list(turn)]
     records = []

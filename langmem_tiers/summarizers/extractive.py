@@ -53,6 +53,9 @@ class ExtractiveSummarizer:
     def summarize(self, request: SummaryRequest) -> str:
         old_lines = [line for line in request.previous_summary.splitlines() if line.strip()]
         new_lines = [] if request.compress else self._candidate_lines(request.messages)
+        # A sentence already in the summary (said again on another day) adds nothing new.
+        known = {_body(line) for line in old_lines}
+        new_lines = [(line, w) for line, w in new_lines if _body(line) not in known]
         stats = Counter(w for line in old_lines + [t for t, _ in new_lines] for w in _content_words(line))
         scored: list[tuple[float, int, str]] = []
         for order, line in enumerate(old_lines):
@@ -96,6 +99,11 @@ def _label(m: Message) -> str:
         return speaker
     day = dt.datetime.fromtimestamp(m.created_at, dt.timezone.utc).strftime("%Y-%m-%d")
     return f"[{day}] {speaker}"
+
+
+def _body(line: str) -> str:
+    """A summary line without its date and speaker label, for duplicate checks."""
+    return " ".join(line.split(": ", 1)[-1].lower().split())
 
 
 def _content_words(text: str) -> list[str]:

@@ -1,0 +1,243 @@
+"""The ``langmem-tiers`` command: demo, inspect, export/import, recall and evaluation."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from langmem_tiers.errors import LangmemTiersError
+
+DEFAULT_PATH = "langmem-demo"
+
+
+def _memory(args: argparse.Namespace, **extra: Any) -> Any:
+    from langmem_tiers import TieredMemory
+
+    embedder: Any = False if getattr(args, "no_vectors", False) else None
+    return TieredMemory.open(args.path, session_id=args.session, user_id=args.user, agent_id=args.agent,
+                             embedder=embedder, chroma=args.chroma, **extra)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from langmem_tiers.cli.demo import run_demo
+
+    run_demo(path=args.path, sessions=args.sessions, turns_per_session=args.turns, no_vectors=args.no_vectors)
+    return 0
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.panel import Panel
+    from rich.table import Table
+
+    console = Console()
+    with _memory(args) as memory:
+        stats = memory.stats()
+        table = Table(title=f"session {args.session!r}")
+        table.add_column("what")
+        table.add_column("value", justify="right")
+        for key, value in vars(stats).items():
+            table.add_row(key, str(value))
+        console.print(table)
+        console.print(Panel(memory.summary or "(empty)", title="rolling summary"))
+        window = Table(title="window")
+        window.add_column("id", justify="right")
+        window.add_column("role")
+        window.add_column("text")
+        for m in memory.window()[-args.last:]:
+            window.add_row(str(m.id), m.role, m.text[:100])
+        console.print(window)
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    out = open(args.out, "w", encoding="utf-8") if args.out != "-" else sys.stdout
+    count = 0
+    with _memory(args) as memory:
+        for m in memory.iter_messages():
+            out.write(json.dumps(m.to_dict(), ensure_ascii=False) + "\n")
+            count += 1
+    if out is not sys.stdout:
+        out.close()
+    print(f"exported {count} messages", file=sys.stderr)
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    source = open(args.input, encoding="utf-8") if args.input != "-" else sys.stdin
+    batch: list[dict[str, Any]] = []
+    count = 0
+    with _memory(args) as memory:
+        for number, line in enumerate(source, 1):
+            if not line.strip():
+                continue
+            try:
+                data = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise SystemExit(f"line {number} is not JSON: {e}") from e
+            data.pop("id", None)  # ids are assigned by the destination journal
+            batch.append(data)
+            # A turn is added whole so that tool results always follow their call.
+            if data.get("role") == "assistant" and not data.get("tool_calls"):
+                count += len(memory.add_messages(batch))
+                batch = []
+        if batch:
+            count += len(memory.add_messages(batch))
+        memory.flush()
+    print(f"imported {count} messages", file=sys.stderr)
+    return 0
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    with _memory(args) as memory:
+        hits = memory.search(args.query, k=args.k, scope=args.scope, kinds=args.kind or None)
+    table = Table(title=f"recall for {args.query!r}")
+    for column in ("record", "kind", "score", "keyword", "vector", "text"):
+        table.add_column(column)
+    for h in hits:
+        table.add_row(str(h.record_id), h.kind, f"{h.score:.4f}", _rank(h.parts.get("keyword_rank")),
+                      _rank(h.parts.get("vector_rank")), h.text[:120])
+    Console().print(table)
+    return 0
+
+
+def _rank(value: float | None) -> str:
+    return "-" if value is None or value != value else str(int(value))
+
+
+def cmd_remember(args: argparse.Namespace) -> int:
+    with _memory(args) as memory:
+        rid = memory.remember(args.text, args.kind, importance=args.importance, pinned=args.pinned,
+                              tags=args.tag or ())
+        memory.flush()
+    print(rid)
+    return 0
+
+
+def cmd_forget(args: argparse.Namespace) -> int:
+    target: int | str = args.scope if args.scope else int(args.record)
+    with _memory(args) as memory:
+        print(f"removed {memory.forget(target)} records")
+    return 0
+
+
+def cmd_reindex(args: argparse.Namespace) -> int:
+    with _memory(args) as memory:
+        print(f"reindexed {memory.reindex()} records")
+    return 0
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    with _memory(args) as memory:
+        print(json.dumps(asdict(memory.stats()), indent=2, default=str))
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from langmem_tiers.eval.runner import main_eval
+
+    k = [int(x) for x in args.k.split(",") if x.strip()]
+    main_eval(args.benchmark, Path(args.data), k, args.retriever, args.limit,
+              Path(args.json) if args.json else None, Console())
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="langmem-tiers", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def session_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--path", default=DEFAULT_PATH, help="memory folder or postgresql:// URL")
+        p.add_argument("--session", default="demo")
+        p.add_argument("--user", default=None)
+        p.add_argument("--agent", default=None)
+        p.add_argument("--chroma", default=None, help="Chroma server URL, e.g. http://127.0.0.1:8000")
+        p.add_argument("--no-vectors", action="store_true", help="keyword recall only (no embedding model)")
+
+    p = sub.add_parser("demo", help="run the offline demo conversation through a small budget")
+    p.add_argument("--path", default=DEFAULT_PATH)
+    p.add_argument("--sessions", type=int, default=8)
+    p.add_argument("--turns", type=int, default=40, help="turns per session")
+    p.add_argument("--no-vectors", action="store_true")
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("inspect", help="show a stored session")
+    session_args(p)
+    p.add_argument("--last", type=int, default=20)
+    p.set_defaults(func=cmd_inspect)
+
+    p = sub.add_parser("export", help="write a session as JSONL")
+    session_args(p)
+    p.add_argument("--out", default="-")
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("import", help="read a session from JSONL")
+    session_args(p)
+    p.add_argument("--in", dest="input", default="-")
+    p.set_defaults(func=cmd_import)
+
+    p = sub.add_parser("search", help="recall from evicted turns and memories")
+    session_args(p)
+    p.add_argument("query")
+    p.add_argument("-k", type=int, default=5)
+    p.add_argument("--scope", choices=("session", "user", "agent"), default="session")
+    p.add_argument("--kind", action="append")
+    p.set_defaults(func=cmd_search)
+
+    p = sub.add_parser("remember", help="store an explicit memory")
+    session_args(p)
+    p.add_argument("text")
+    p.add_argument("--kind", default="fact")
+    p.add_argument("--importance", type=float, default=0.5)
+    p.add_argument("--pinned", action="store_true")
+    p.add_argument("--tag", action="append")
+    p.set_defaults(func=cmd_remember)
+
+    p = sub.add_parser("forget", help="erase a record, or a whole session/user")
+    session_args(p)
+    group = p.add_mutually_exclusive_group(required=True)
+    group.add_argument("--record")
+    group.add_argument("--scope", choices=("session", "user", "agent"))
+    p.set_defaults(func=cmd_forget)
+
+    p = sub.add_parser("reindex", help="rebuild the keyword index and vectors from the journal")
+    session_args(p)
+    p.set_defaults(func=cmd_reindex)
+
+    p = sub.add_parser("stats", help="print a session's stats as JSON")
+    session_args(p)
+    p.set_defaults(func=cmd_stats)
+
+    p = sub.add_parser("eval", help="evaluate recall on LoCoMo or LongMemEval")
+    p.add_argument("benchmark", choices=("locomo", "longmemeval"))
+    p.add_argument("--data", required=True)
+    p.add_argument("--k", default="5,10,25")
+    p.add_argument("--retriever", default="ours")
+    p.add_argument("--limit", type=int, default=None)
+    p.add_argument("--json", default=None)
+    p.set_defaults(func=cmd_eval)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except LangmemTiersError as e:
+        print(f"langmem-tiers: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

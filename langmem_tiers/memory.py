@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -28,6 +28,7 @@ from langmem_tiers.messages import Message, make_message
 from langmem_tiers.recall.engine import RecallIndex, SearchFilters
 from langmem_tiers.recall.hits import RecallHit
 from langmem_tiers.recall.units import turn_records
+from langmem_tiers.redact import Redactor, redact_message
 from langmem_tiers.summarizers.base import Summarizer
 from langmem_tiers.summarizers.extractive import ExtractiveSummarizer
 from langmem_tiers.summarizers.fold import chunk_pending, fold_chunk
@@ -73,13 +74,15 @@ class TieredMemory:
 
     def __init__(self, journal: Journal, namespace: Namespace, *, config: MemoryConfig | None = None,
                  counter: TokenCounter | None = None, summarizer: Summarizer | None = None,
-                 recall: RecallIndex | None = None, owns_journal: bool = True) -> None:
+                 recall: RecallIndex | None = None, redactor: Redactor | None = None,
+                 owns_journal: bool = True) -> None:
         self.config = config or MemoryConfig()
         self.journal = journal
         self.namespace = namespace
         self.counter = counter or TiktokenCounter.for_model(self.config.model, encoding=self.config.encoding)
         self.summarizer: Summarizer = summarizer or ExtractiveSummarizer()
         self.recall = recall
+        self.redactor = redactor
         self._owns_journal = owns_journal
         self._drivers = Drivers(self.summarizer, recall.embedder if recall else None)
         self._summary_lock = threading.Lock()
@@ -95,7 +98,7 @@ class TieredMemory:
     def open(cls, path: str | Path, *, session_id: str, user_id: str | None = None, agent_id: str | None = None,
              config: MemoryConfig | None = None, summarizer: Summarizer | None = None,
              embedder: Embedder | bool | None = None, chroma: Any = None,
-             counter: TokenCounter | None = None) -> TieredMemory:
+             counter: TokenCounter | None = None, redactor: Redactor | None = None) -> TieredMemory:
         """Open (or create) the memory of one session.
 
         Args:
@@ -107,6 +110,8 @@ class TieredMemory:
                 turns vector recall off (keyword recall still works).
             chroma: a Chroma server URL (``"http://127.0.0.1:8000"``), a chromadb
                 client, or a :class:`ChromaStore`; default: embedded under ``path``.
+            redactor: applied to every text before it is persisted or indexed, e.g.
+                :class:`langmem_tiers.redact.PIIRedactor` (e-mails, phones, card numbers).
         """
         namespace = Namespace.of(session_id, user_id, agent_id)
         config = config or MemoryConfig()
@@ -114,7 +119,8 @@ class TieredMemory:
         try:
             store, vectors = _open_vectors(folder, embedder, chroma)
             recall = RecallIndex(journal, store, vectors, batch_size=config.index_batch_size)
-            return cls(journal, namespace, config=config, counter=counter, summarizer=summarizer, recall=recall)
+            return cls(journal, namespace, config=config, counter=counter, summarizer=summarizer, recall=recall,
+                       redactor=redactor)
         except BaseException:
             journal.close()
             raise
@@ -168,7 +174,7 @@ class TieredMemory:
                                  max_chars=self.config.max_message_chars)
             else:
                 raise InvalidMessageError(f"expected a Message or a dict, got {type(m).__name__}")
-            out.append(m)
+            out.append(redact_message(m, self.redactor) if self.redactor else m)
         if not out:
             raise InvalidMessageError("add_messages needs at least one message")
         return out
@@ -422,6 +428,8 @@ class TieredMemory:
                  tags: Sequence[str] = (), metadata: Mapping[str, Any] | None = None) -> int:
         """Store an explicit memory (fact, preference, event, skill, ...) and return its record id."""
         record = _memory_record(text, kind, importance, pinned, tags, metadata)
+        if self.redactor is not None:
+            record = replace(record, text=self.redactor(record.text))
         self._require_recall()
         return self.journal.add_records(self._ns_id, [record])[0]
 

@@ -227,7 +227,7 @@ def _passes(r: Record, f: SearchFilters) -> bool:
 def _hit(r: Record, score: float, parts: Mapping[str, Any]) -> RecallHit:
     return RecallHit(
         record_id=r.id, kind=r.kind, text=r.text, score=score,
-        parts={k: (float(v) if v is not None else float("nan")) for k, v in parts.items()},
+        parts={k: (float(v) if v is not None else None) for k, v in parts.items()},
         namespace=r.namespace, message_ids=r.message_ids, created_at=r.created_at,
         importance=r.importance, pinned=r.pinned, tags=r.tags, metadata=r.metadata,
     )

@@ -15,14 +15,14 @@ class RecallHit:
 
     ``message_ids`` are the journal messages it came from (empty for an explicit
     memory); ``parts`` holds the keyword and vector ranks, the fused score and
-    the recency and importance factors.
+    the recency and importance factors (a rank is ``None`` when that side did not find it).
     """
 
     record_id: int
     kind: str
     text: str
     score: float
-    parts: Mapping[str, float]
+    parts: Mapping[str, float | None]
     namespace: Namespace
     message_ids: tuple[int, ...] = ()
     created_at: float = 0.0

@@ -1,0 +1,22 @@
+"""LlamaIndex memory backed by langmem-tiers: durable, token-budgeted, tiered.
+
+- :class:`TieredChatMemory` (``BaseMemory``): ``memory=`` for every chat engine and agent.
+- :class:`TieredMemoryBlock` (``BaseMemoryBlock``): a block of LlamaIndex's own ``Memory``.
+- :class:`LlamaIndexSummarizer` / :class:`LlamaIndexEmbedder`: any ``LLM`` / ``BaseEmbedding``
+  as a langmem-tiers summarizer / embedder.
+- :func:`from_chat_message` / :func:`to_chat_message`: lossless message conversion.
+"""
+
+from llama_index.memory.langmem_tiers.adapters import LlamaIndexEmbedder, LlamaIndexSummarizer
+from llama_index.memory.langmem_tiers.block import TieredMemoryBlock
+from llama_index.memory.langmem_tiers.memory import TieredChatMemory
+from llama_index.memory.langmem_tiers.messages import from_chat_message, to_chat_message
+
+__all__ = [
+    "LlamaIndexEmbedder",
+    "LlamaIndexSummarizer",
+    "TieredChatMemory",
+    "TieredMemoryBlock",
+    "from_chat_message",
+    "to_chat_message",
+]

@@ -1,0 +1,368 @@
+"""``TieredChatMemory``: a LlamaIndex ``BaseMemory`` backed by langmem-tiers.
+
+Every chat engine and agent takes it as ``memory=``. ``get()`` returns the
+budgeted context (window turns, with the rolling summary and recalled episodes
+merged into the first user message by default), ``put()`` appends durably.
+
+Calling orders: SimpleChatEngine and agents ``put`` the user message and then
+``get(None)``; the Context / CondensePlusContext / CondenseQuestion engines call
+``get(input=query)`` first and ``put`` afterwards. Recall searches for ``input``
+when given, else for the latest stored user message, so both orders recall for
+the current question.
+
+Where the memory text goes (``insert_method``):
+    ``"user"`` (default): prepended as a text block to the first user message
+        returned, so no engine ever sees a second system message: the Context
+        engines and SimpleChatEngine put their own system message first, and
+        ``ReActAgent`` drops a leading system message of the history.
+    ``"system"``: merged into a stored leading system message, or a new one first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Dict, List, Literal, Optional
+
+from llama_index.core.base.llms.types import ChatMessage, TextBlock
+from llama_index.core.bridge.pydantic import Field, PrivateAttr, field_validator
+from llama_index.core.llms.llm import LLM
+from llama_index.core.memory.types import BaseMemory
+
+from langmem_tiers import Context, MemoryConfig, Message, TieredMemory
+from langmem_tiers.context import MEMORY_HEADER
+from langmem_tiers.errors import ConfigError, InvalidMessageError
+from langmem_tiers.messages import make_message
+from langmem_tiers.tokens import MESSAGE_OVERHEAD, REPLY_PRIMING
+from llama_index.memory.langmem_tiers.adapters import embedder_from_model, summarizer_from_llm
+from llama_index.memory.langmem_tiers.messages import META_KEY, from_chat_message, to_chat_message
+
+InsertMethod = Literal["user", "system"]
+MEMORY_MARK = "langmem_tiers"
+
+
+class TieredChatMemory(BaseMemory):
+    """Durable, token-budgeted chat memory for LlamaIndex chat engines and agents.
+
+    Serializes to its path and namespace only (``to_dict`` / ``from_dict``), so an
+    agent ``Context`` that holds it survives ``ctx.to_dict()`` and a process
+    restart; the journal on disk holds the conversation. A restored instance
+    uses the offline summarizer and the local embedder unless given ``llm=`` /
+    ``embed_model=`` again (``TieredChatMemory.from_dict(data, llm=llm)``).
+
+    Example:
+        >>> import tempfile
+        >>> from llama_index.core.llms import ChatMessage
+        >>> memory = TieredChatMemory.from_defaults(path=tempfile.mkdtemp(), session_id="s1",
+        ...                                         embed_model=False)
+        >>> memory.put(ChatMessage(role="user", content="My name is Ada."))
+        >>> [m.content for m in memory.get()]
+        ['My name is Ada.']
+        >>> memory.close()
+    """
+
+    path: Optional[str] = Field(default=None, description="Folder of the journal (or a postgresql:// URL).")
+    session_id: str = Field(description="The conversation; recall never crosses namespaces.")
+    user_id: Optional[str] = None
+    agent_id: Optional[str] = None
+    config: Optional[Dict[str, Any]] = Field(default=None, description="MemoryConfig fields.")
+    insert_method: InsertMethod = "user"
+    vectors: bool = Field(default=True, description="False: keyword recall only (no embedder).")
+
+    _memory: Optional[TieredMemory] = PrivateAttr(default=None)
+    _summarizer: Any = PrivateAttr(default=None)
+    _embedder: Any = PrivateAttr(default=None)
+    _lock: Any = PrivateAttr(default_factory=threading.Lock)
+    _last_context: Optional[Context] = PrivateAttr(default=None)
+
+    def __init__(self, *, memory: Optional[TieredMemory] = None, llm: Optional[LLM] = None,
+                 embed_model: Any = None, **data: Any) -> None:
+        if memory is not None:
+            data.setdefault("session_id", memory.namespace.session_id)
+            data.setdefault("user_id", memory.namespace.user_id)
+            data.setdefault("agent_id", memory.namespace.agent_id)
+            data.setdefault("path", _memory_path(memory))
+            data.setdefault("config", dataclasses.asdict(memory.config))
+            data.setdefault("vectors", memory.recall is not None and memory.recall.vectors)
+        if embed_model is False:
+            data["vectors"] = False
+        super().__init__(**data)
+        self._memory = memory
+        self._summarizer = summarizer_from_llm(llm)
+        self._embedder = embedder_from_model(embed_model) if embed_model is not False else None
+
+    @field_validator("config", mode="before")
+    @classmethod
+    def _config_dict(cls, value: Any) -> Any:
+        if isinstance(value, MemoryConfig):
+            return dataclasses.asdict(value)
+        if isinstance(value, dict):
+            MemoryConfig(**value)  # refuse a bad config now, not at the first get()
+        return value
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "TieredChatMemory"
+
+    @classmethod
+    def from_defaults(  # type: ignore[override]
+        cls,
+        path: Optional[str | Path] = None,
+        session_id: Optional[str] = None,
+        user_id: Optional[str] = None,
+        config: Optional[MemoryConfig] = None,
+        llm: Optional[LLM] = None,
+        embed_model: Any = None,
+        *,
+        agent_id: Optional[str] = None,
+        insert_method: InsertMethod = "user",
+        chat_history: Optional[List[ChatMessage]] = None,
+        **kwargs: Any,
+    ) -> TieredChatMemory:
+        """Open (or create) the memory of one session.
+
+        Args:
+            path: a folder for the SQLite journal and the embedded Chroma (or a ``postgresql://`` URL).
+            session_id / user_id / agent_id: the namespace.
+            config: a :class:`langmem_tiers.MemoryConfig` (budgets).
+            llm: summarizes evicted turns; default: the offline extractive summarizer.
+            embed_model: a ``BaseEmbedding``; ``None`` the local MiniLM model; ``False`` no vectors.
+            chat_history: stored only when the session is new (reopening does not duplicate it).
+        """
+        if path is None or session_id is None:
+            raise ConfigError("TieredChatMemory.from_defaults needs path= (a folder for the journal) and "
+                              "session_id= (the conversation), e.g. path='./memory', session_id='user-42'")
+        if kwargs:
+            raise ConfigError(f"unknown argument(s) for TieredChatMemory.from_defaults: {', '.join(sorted(kwargs))}"
+                              " (budgets go in config=langmem_tiers.MemoryConfig(context_tokens=...))")
+        memory = cls(path=str(path), session_id=session_id, user_id=user_id, agent_id=agent_id,
+                     config=config, insert_method=insert_method, llm=llm, embed_model=embed_model)
+        if chat_history and memory.tiered.journal.count_messages(memory.tiered._ns_id) == 0:
+            memory.put_messages(chat_history)
+        return memory
+
+    @classmethod
+    def from_memory(cls, memory: TieredMemory, *, insert_method: InsertMethod = "user") -> TieredChatMemory:
+        """Wrap an open :class:`langmem_tiers.TieredMemory` (its collaborators are kept)."""
+        return cls(memory=memory, insert_method=insert_method)
+
+    # --- the core memory, opened on first use -------------------------------
+
+    @property
+    def tiered(self) -> TieredMemory:
+        """The langmem-tiers memory behind this object (opened on first use, thread-safe)."""
+        memory = self._memory
+        if memory is None:
+            with self._lock:
+                if self._memory is None:
+                    if self.path is None:
+                        raise ConfigError("this TieredChatMemory has no path to open: build it with "
+                                          "from_defaults(path=..., session_id=...) or from_memory(...)")
+                    self._memory = TieredMemory.open(
+                        self.path, session_id=self.session_id, user_id=self.user_id, agent_id=self.agent_id,
+                        config=MemoryConfig(**self.config) if self.config else None,
+                        summarizer=self._summarizer,
+                        embedder=(self._embedder if self._embedder is not None else None) if self.vectors else False,
+                    )
+                memory = self._memory
+        return memory
+
+    async def _atiered(self) -> TieredMemory:
+        if self._memory is not None:
+            return self._memory
+        return await asyncio.to_thread(lambda: self.tiered)
+
+    @property
+    def tokenizer_fn(self) -> Callable[[str], Sequence[int]]:
+        """Token sequence of a text (``len()`` is the exact count); SimpleChatEngine sizes its prompt with it."""
+        count = self.tiered.counter.count_text
+        return lambda text: range(count(text))
+
+    @property
+    def last_context(self) -> Optional[Context]:
+        """The :class:`langmem_tiers.Context` of the latest ``get()``: tokens per tier, what was left out."""
+        return self._last_context
+
+    def __bool__(self) -> bool:
+        # Agents replace a falsy memory with a fresh ChatMemoryBuffer: never be falsy, even when empty.
+        return True
+
+    # --- BaseMemory -----------------------------------------------------------
+
+    def get(self, input: Optional[str] = None, **kwargs: Any) -> List[ChatMessage]:
+        """The budgeted history: window turns with summary and recall for ``input`` (or the latest user message)."""
+        context = self.tiered.context(query=_query(input), budget=self._budget(kwargs))
+        self._last_context = context
+        return render(context, self.insert_method)
+
+    async def aget(self, input: Optional[str] = None, **kwargs: Any) -> List[ChatMessage]:
+        tiered = await self._atiered()
+        context = await tiered.acontext(query=_query(input), budget=self._budget(kwargs))
+        self._last_context = context
+        return render(context, self.insert_method)
+
+    def get_all(self) -> List[ChatMessage]:
+        """Every stored message of the session, oldest first (the whole journal)."""
+        return [to_chat_message(m) for m in self.tiered.messages()]
+
+    async def aget_all(self) -> List[ChatMessage]:
+        return await asyncio.to_thread(self.get_all)
+
+    def put(self, message: ChatMessage) -> None:
+        add_chat_messages(self.tiered, [message])
+
+    async def aput(self, message: ChatMessage) -> None:
+        await aadd_chat_messages(await self._atiered(), [message])
+
+    def put_messages(self, messages: List[ChatMessage]) -> None:
+        if messages:
+            add_chat_messages(self.tiered, messages)
+
+    async def aput_messages(self, messages: List[ChatMessage]) -> None:
+        if messages:
+            await aadd_chat_messages(await self._atiered(), messages)
+
+    def set(self, messages: List[ChatMessage]) -> None:
+        """Replace the session's history with ``messages`` (erases the journal of this session)."""
+        self.tiered.clear()
+        self.put_messages(messages)
+
+    async def aset(self, messages: List[ChatMessage]) -> None:
+        tiered = await self._atiered()
+        await tiered.aclear()
+        await self.aput_messages(messages)
+
+    def reset(self) -> None:
+        """Erase this session: messages, summary, recall records."""
+        self.tiered.clear()
+
+    async def areset(self) -> None:
+        await (await self._atiered()).aclear()
+
+    # --- extras ----------------------------------------------------------------
+
+    def search(self, query: str, k: int = 5, **options: Any) -> list[Any]:
+        """Recall hits for ``query`` (see :meth:`langmem_tiers.TieredMemory.search`)."""
+        return self.tiered.search(query, k, **options)
+
+    def flush(self) -> None:
+        """Summarize and index everything pending."""
+        self.tiered.flush()
+
+    def close(self) -> None:
+        """Release the journal; a later call opens it again."""
+        with self._lock:
+            memory, self._memory = self._memory, None
+        if memory is not None:
+            memory.close()
+
+    def _budget(self, kwargs: Dict[str, Any]) -> Optional[int]:
+        initial = kwargs.get("initial_token_count") or 0
+        if not initial:
+            return None
+        # The caller counted its prefix text only: add the framing of one message.
+        total = self.tiered.config.context_tokens - int(initial) - MESSAGE_OVERHEAD - 1
+        return max(total, REPLY_PRIMING + 1)
+
+
+# --- shared with the memory block ---------------------------------------------
+
+
+def render(context: Context, insert_method: InsertMethod = "user") -> List[ChatMessage]:
+    """ChatMessages for a core context, the memory text placed by ``insert_method``."""
+    memory_text = ""
+    out: List[ChatMessage] = []
+    for m in context.messages:
+        if m.metadata.get(MEMORY_MARK) == "memory":
+            memory_text = m.text
+        else:
+            out.append(to_chat_message(m))
+    if not memory_text:
+        return out
+    if insert_method == "system" or (out and out[0].role.value == "system"):
+        if out and out[0].role.value == "system":
+            out[0].blocks = [*out[0].blocks, TextBlock(text="\n\n" + memory_text)]
+        else:
+            out.insert(0, ChatMessage(role="system", content=memory_text))
+        return out
+    first_user = next((m for m in out if m.role.value == "user"), None)
+    if first_user is not None:
+        first_user.blocks = [TextBlock(text=memory_text + "\n\n"), *first_user.blocks]
+    else:
+        out.insert(0, ChatMessage(role="user", content=memory_text))
+    return out
+
+
+def _strip_memory(message: ChatMessage) -> ChatMessage:
+    """Drop the memory text ``render`` added, should a caller store what ``get()`` returned."""
+    blocks = message.blocks
+    if len(blocks) < 2:
+        return message
+
+    def ours(b: Any) -> bool:
+        return isinstance(b, TextBlock) and b.text.lstrip().startswith(MEMORY_HEADER)
+
+    if ours(blocks[0]):
+        return message.model_copy(update={"blocks": blocks[1:]})
+    if message.role.value == "system" and ours(blocks[-1]):
+        return message.model_copy(update={"blocks": blocks[:-1]})
+    return message
+
+
+def _convert(messages: Sequence[ChatMessage]) -> List[Message]:
+    return [from_chat_message(_strip_memory(m)) for m in messages]
+
+
+def _orphans_as_text(messages: List[Message]) -> Optional[List[Message]]:
+    """Tool results whose call the journal no longer has in its window, stored as assistant text."""
+    calls = {c.id for m in messages for c in m.tool_calls}
+    out, changed = [], False
+    for m in messages:
+        if m.role == "tool" and m.tool_call_id not in calls:
+            meta = dict(m.metadata.get(META_KEY) or {})
+            meta["role"] = meta.get("role", "tool")
+            meta["kwargs"] = {**(meta.get("kwargs") or {}), "tool_call_id": m.tool_call_id}
+            m = make_message("assistant", m.content or "(empty tool result)", name=m.name,
+                             metadata={**m.metadata, META_KEY: meta})
+            changed = True
+        out.append(m)
+    return out if changed else None
+
+
+def add_chat_messages(memory: TieredMemory, messages: Sequence[ChatMessage]) -> None:
+    converted = _convert(messages)
+    try:
+        memory.add_messages(converted)
+    except InvalidMessageError as e:
+        retry = _orphans_as_text(converted) if "unknown call" in str(e) else None
+        if retry is None:
+            raise
+        memory.add_messages(retry)
+
+
+async def aadd_chat_messages(memory: TieredMemory, messages: Sequence[ChatMessage]) -> None:
+    converted = _convert(messages)
+    try:
+        await memory.aadd_messages(converted)
+    except InvalidMessageError as e:
+        retry = _orphans_as_text(converted) if "unknown call" in str(e) else None
+        if retry is None:
+            raise
+        await memory.aadd_messages(retry)
+
+
+def _query(input: Any) -> Optional[str]:
+    if isinstance(input, ChatMessage):
+        input = input.content
+    return input if isinstance(input, str) and input.strip() else None
+
+
+def _memory_path(memory: TieredMemory) -> Optional[str]:
+    url = getattr(memory.journal, "url", None)
+    if isinstance(url, str) and url.startswith(("postgresql://", "postgres://")):
+        return url
+    path = getattr(memory.journal, "path", None)
+    return str(Path(path).parent) if path is not None else None

@@ -4,6 +4,7 @@ and the offline extractive summarizer."""
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -123,7 +124,7 @@ def test_summarizer_only_receives_messages_after_the_cursor(make_memory: Any) ->
     assert sent == sorted(set(sent)), "a message was sent twice or out of order"
     assert sent == [m.id for m in evicted(memory)]
     # Each request continues the previous summary.
-    for before, after in zip(requests, requests[1:]):
+    for before, after in itertools.pairwise(requests):
         assert after.previous_summary
         assert max(m.id for m in before.messages) < min(m.id for m in after.messages)
     assert cursors == sorted(cursors)

@@ -1,0 +1,599 @@
+"""One contract suite for every journal backend (SQLite and PostgreSQL).
+
+Each test takes the ``backend`` fixture, parametrized over the backends; a
+backend opens journals on its own fresh storage (a SQLite file, a PostgreSQL
+schema) and can rewrite the stored schema version. PostgreSQL tests use
+``LANGMEM_TIERS_TEST_PG_URL`` or a temporary server (skipped without binaries).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from langmem_tiers.errors import JournalError, SchemaVersionError
+from langmem_tiers.journal.base import SCHEMA_VERSION, Journal, Namespace, NewRecord, Scope, SessionState
+from langmem_tiers.journal.sqlite import SqliteJournal
+from langmem_tiers.messages import Message, ToolCall, make_message
+from tests.support.postgres import postgres_url
+
+KEY = "test-key"
+
+
+@dataclass
+class Backend:
+    name: str
+    open: Callable[[], Journal]
+    set_schema_version: Callable[[int], None]
+    memory_path: Callable[[str], str]
+    opened: list[Journal] = field(default_factory=list)
+
+    def journal(self) -> Journal:
+        j = self.open()
+        self.opened.append(j)
+        return j
+
+
+@pytest.fixture(scope="module")
+def pg_url() -> Iterator[str]:
+    with postgres_url() as url:
+        yield url
+
+
+def _sqlite_backend(tmp_path: Path) -> Backend:
+    path = tmp_path / "journal.sqlite3"
+
+    def set_version(version: int) -> None:
+        db = sqlite3.connect(path)
+        with db:
+            db.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(version),))
+        db.close()
+
+    return Backend("sqlite", lambda: SqliteJournal(path), set_version, lambda _: str(tmp_path / "memory"))
+
+
+def _postgres_backend(url: str) -> Backend:
+    import psycopg
+
+    from langmem_tiers.journal.postgres import PostgresJournal
+
+    schema = f"t_{uuid.uuid4().hex[:16]}"
+
+    def set_version(version: int) -> None:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f"UPDATE {schema}.meta SET value=%s WHERE key='schema_version'", (str(version),))
+
+    return Backend("postgres", lambda: PostgresJournal(url, schema=schema), set_version, lambda _: url)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    b = _sqlite_backend(tmp_path) if request.param == "sqlite" else _postgres_backend(request.getfixturevalue("pg_url"))
+    yield b
+    for j in b.opened:
+        j.close()
+
+
+@pytest.fixture
+def journal(backend: Backend) -> Journal:
+    return backend.journal()
+
+
+def _ns(journal: Journal, session: str = "s", user: str = "", agent: str = "") -> int:
+    ns_id = journal.namespace_id(Namespace(session, user, agent))
+    assert ns_id is not None
+    return ns_id
+
+
+def _append(journal: Journal, ns_id: int, messages: list[Message], tokens: list[int] | None = None) -> list[Message]:
+    with journal.write(ns_id) as tx:
+        return tx.insert_messages(messages, tokens or [7] * len(messages), KEY)
+
+
+def _texts(journal: Journal, ns_id: int) -> list[str]:
+    return [m.text for m in journal.iter_messages(ns_id)]
+
+
+# --- messages -------------------------------------------------------------------
+
+MESSAGE_CASES: list[tuple[str, dict[str, Any]]] = [
+    ("plain text", {"role": "user", "content": "Where is my order #1234?"}),
+    ("unicode and newlines", {"role": "user", "content": "Grüße 👋\n日本語 — \"quotes\" and 'apostrophes' \\ back"}),
+    ("parts", {"role": "user", "content": [
+        {"type": "text", "text": "what is in this picture?"},
+        {"type": "image_url", "image_url": {"url": "https://example.com/cat.png", "detail": "low"}},
+    ]}),
+    ("tool calls", {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_1", "name": "lookup", "arguments": '{"order": 1234}'},
+        {"id": "call_2", "name": "weather", "arguments": '{"city": "Zürich"}'},
+    ]}),
+    ("named assistant with metadata", {"role": "assistant", "content": "Done.", "name": "bot",
+                                       "metadata": {"run": {"id": "r-1", "scores": [1, 2.5, None]}, "ü": True}}),
+    ("system with created_at", {"role": "system", "content": "Be brief.", "created_at": 1_700_000_000.123456}),
+]
+
+
+@pytest.mark.parametrize(("label", "fields"), MESSAGE_CASES, ids=[c[0] for c in MESSAGE_CASES])
+def test_message_round_trip(journal: Journal, label: str, fields: dict[str, Any]) -> None:
+    ns_id = _ns(journal)
+    fields = dict(fields)
+    message = make_message(fields.pop("role"), fields.pop("content"), **fields)
+    before = time.time()
+    [stored] = _append(journal, ns_id, [message], [42])
+    assert stored.id is not None
+    assert stored.id > 0
+    assert stored.created_at is not None
+    if message.created_at is None:
+        assert before - 1 <= stored.created_at <= time.time() + 1
+    else:
+        assert stored.created_at == message.created_at
+    expected = stored
+    assert list(journal.iter_messages(ns_id)) == [expected]
+    assert journal.messages_by_id([stored.id]) == [expected]
+    with journal.read() as rx:
+        assert rx.window_messages(ns_id, 0) == [(expected, 42, KEY)]
+    with journal.write(ns_id) as tx:
+        assert tx.messages_between(0, stored.id + 1) == [expected]
+        assert tx.window_entries(0)[0].tokens == 42
+
+
+def test_tool_result_round_trip_and_open_calls(journal: Journal) -> None:
+    ns_id = _ns(journal)
+    call = make_message("assistant", None, tool_calls=[{"id": "c'1\"/x", "name": "f", "arguments": "{}"}])
+    result = make_message("tool", "42", tool_call_id="c'1\"/x")
+    first, second = _append(journal, ns_id, [call, result])
+    assert journal.messages_by_id([second.id or 0])[0].tool_call_id == "c'1\"/x"
+    assert first.tool_calls == (ToolCall("c'1\"/x", "f", "{}"),)
+    with journal.write(ns_id) as tx:
+        assert tx.open_tool_calls(0) == {"c'1\"/x"}
+        assert tx.open_tool_calls((first.id or 0) + 1) == set()
+
+
+def test_ids_increase_across_sessions(journal: Journal) -> None:
+    a, b = _ns(journal, "a"), _ns(journal, "b")
+    ids = []
+    for i in range(6):
+        [m] = _append(journal, a if i % 2 else b, [make_message("user", f"m{i}")])
+        ids.append(m.id)
+    assert ids == sorted(ids)
+    assert len(set(ids)) == 6
+    batch = _append(journal, a, [make_message("user", f"batch {i}") for i in range(5)])
+    assert [m.id for m in batch] == sorted(m.id for m in batch)
+    assert (batch[0].id or 0) > (ids[-1] or 0)
+    assert journal.count_messages(a) == 8
+    assert journal.count_messages(b) == 3
+    assert journal.count_messages() == 11
+    empty = _ns(journal, "empty")
+    with journal.read() as rx:  # no other journal call inside a transaction: SQLite would refuse it
+        assert rx.last_message_id(a) == batch[-1].id
+        assert rx.last_message_id(empty) == 0
+        assert rx.count_between(a, 0, (batch[-1].id or 0) + 1) == 8
+        assert rx.count_between(a, batch[0].id or 0, (batch[-1].id or 0)) == 3
+    assert [m.text for m in journal.iter_messages(a, after=batch[1].id or 0, batch=2)] == [
+        "batch 2", "batch 3", "batch 4"]
+    assert journal.messages_by_id([]) == []
+
+
+def test_update_tokens(journal: Journal) -> None:
+    ns_id = _ns(journal)
+    stored = _append(journal, ns_id, [make_message("user", "a"), make_message("user", "b")])
+    with journal.write(ns_id) as tx:
+        tx.update_tokens([(stored[0].id or 0, 99)], "other-key")
+    with journal.read() as rx:
+        rows = rx.window_messages(ns_id, 0)
+    assert [(t, k) for _, t, k in rows] == [(99, "other-key"), (7, KEY)]
+
+
+# --- namespaces ----------------------------------------------------------------
+
+NAMESPACE_CASES = [
+    Namespace("plain"),
+    Namespace("it's \"quoted\"", "u'1", 'a"1'),
+    Namespace("a/b/../c", "../..", "/etc/passwd"),
+    Namespace("sessão-日本-🙂", "usuário", "агент"),
+    Namespace("%s %(x)s ? :name $1", "' OR 1=1 --", "; DROP TABLE messages;"),
+    Namespace("x" * 512, "y" * 512, "z" * 512),
+]
+
+
+def test_namespaces_are_distinct_and_stable(backend: Backend) -> None:
+    journal = backend.journal()
+    ids = [journal.namespace_id(ns) for ns in NAMESPACE_CASES]
+    assert len(set(ids)) == len(ids)
+    for ns, ns_id in zip(NAMESPACE_CASES, ids):
+        assert journal.namespace_id(ns) == ns_id
+        assert journal.namespace_id(ns, create=False) == ns_id
+        assert ns_id is not None
+        _append(journal, ns_id, [make_message("user", f"hello {ns.session_id[:20]}")])
+    assert journal.namespace_id(Namespace("never"), create=False) is None
+    assert journal.namespaces() == [(i, ns) for i, ns in zip(ids, NAMESPACE_CASES)]  # type: ignore[misc]
+    for ns, ns_id in zip(NAMESPACE_CASES, ids):
+        assert _texts(journal, ns_id or 0) == [f"hello {ns.session_id[:20]}"]
+    reopened = backend.journal()
+    assert [reopened.namespace_id(ns, create=False) for ns in NAMESPACE_CASES] == ids
+
+
+def test_namespaces_by_scope(journal: Journal) -> None:
+    spaces = [Namespace("s1", "u1", "a1"), Namespace("s2", "u1", "a1"), Namespace("s3", "u1", "a2"),
+              Namespace("s1", "u2", "a1"), Namespace("s4", "u1")]
+    ids = {ns: journal.namespace_id(ns) for ns in spaces}
+
+    def found(kind: str, ns: Namespace) -> set[Namespace]:
+        got = journal.namespaces(Scope(kind, ns))
+        assert all(ids[n] == i for i, n in got)
+        return {n for _, n in got}
+
+    assert found("session", spaces[0]) == {spaces[0]}
+    assert found("user", spaces[0]) == {spaces[0], spaces[1], spaces[2], spaces[4]}
+    assert found("agent", spaces[0]) == {spaces[0], spaces[1]}
+    assert found("agent", spaces[4]) == {spaces[4]}
+
+
+# --- transactions -------------------------------------------------------------
+
+
+def test_write_rolls_back_on_error(journal: Journal) -> None:
+    ns_id = _ns(journal)
+    _append(journal, ns_id, [make_message("user", "kept")])
+
+    def half_write() -> None:
+        with journal.write(ns_id) as tx:
+            tx.insert_messages([make_message("user", "lost 1"), make_message("user", "lost 2")], [1, 1], KEY)
+            tx.set_window_start(10**6)
+            tx.set_summary("half-written", 3, 10**6)
+            tx.insert_records([NewRecord("turn", "lost record")])
+            raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        half_write()
+    assert _texts(journal, ns_id) == ["kept"]
+    with journal.read() as rx:
+        assert rx.state(ns_id) == SessionState()
+    assert journal.scoped_records([ns_id]) == []
+    assert journal.outbox_count() == 0
+
+
+def test_database_error_becomes_journal_error_and_rolls_back(journal: Journal) -> None:
+    ns_id = _ns(journal)
+    bad = Message(role=None, content="no role")  # type: ignore[arg-type]  # violates NOT NULL
+
+    def bad_write() -> None:
+        with journal.write(ns_id) as tx:
+            tx.insert_messages([make_message("user", "lost")], [1], KEY)
+            tx.insert_messages([bad], [1], KEY)
+
+    with pytest.raises(JournalError) as info:
+        bad_write()
+    assert info.value.__cause__ is not None
+    assert journal.count_messages(ns_id) == 0
+    _append(journal, ns_id, [make_message("user", "works after")])  # the journal is still usable
+    assert _texts(journal, ns_id) == ["works after"]
+
+
+def test_state_cursors_and_summary(journal: Journal) -> None:
+    ns_id = _ns(journal)
+    other = _ns(journal, "other")
+    with journal.write(ns_id) as tx:
+        assert tx.ns_id == ns_id
+        assert tx.state() == SessionState()
+        tx.set_window_start(5)
+        tx.set_failure("RuntimeError: down", 2, 1234.5)
+        assert tx.state() == SessionState(window_start=5, failures=2, last_error="RuntimeError: down",
+                                          retry_at=1234.5)
+        tx.set_summary("the user likes tea", 5, 4)
+    with journal.read() as rx:
+        assert rx.state(ns_id) == SessionState(5, "the user likes tea", 5, 4, 1, 0, None, 0.0)
+        assert rx.state(other) == SessionState()
+        assert rx.state(10**9) == SessionState()
+    with journal.write(ns_id) as tx:
+        tx.set_summary("the user likes green tea", 6, 4)
+    with journal.read() as rx:
+        assert rx.state(ns_id).summary_version == 2
+
+
+def test_read_is_a_snapshot(backend: Backend) -> None:
+    reader, writer = backend.journal(), backend.journal()
+    ns_id = _ns(reader)
+    _append(writer, ns_id, [make_message("user", "first")])
+    with reader.read() as rx:
+        before = (rx.state(ns_id), rx.last_message_id(ns_id))
+        _append(writer, ns_id, [make_message("user", "second")])
+        with writer.write(ns_id) as tx:
+            tx.set_summary("changed", 1, 1)
+        assert (rx.state(ns_id), rx.last_message_id(ns_id)) == before
+    with reader.read() as rx:
+        assert rx.state(ns_id).summary == "changed"
+
+
+def test_writers_of_one_session_are_serialized(backend: Backend) -> None:
+    journals = [backend.journal() for _ in range(3)]
+    ns_id = _ns(journals[0])
+    errors: list[BaseException] = []
+
+    def bump(j: Journal) -> None:
+        try:
+            for _ in range(15):
+                with j.write(ns_id) as tx:
+                    count = tx.state().summary_tokens
+                    time.sleep(0.001)  # widen the race a lost update would need
+                    tx.set_summary(f"n={count + 1}", count + 1, 0)
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=bump, args=(j,)) for j in journals for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    with journals[0].read() as rx:
+        assert rx.state(ns_id).summary_tokens == 90
+        assert rx.state(ns_id).summary_version == 90
+
+
+# --- records and keyword search -----------------------------------------------
+
+CORPUS = [
+    ("turn", "I run every morning before work"),
+    ("turn", "She ran a marathon in Berlin last year"),
+    ("fact", "The user's dog is called Biscuit; he loves running on the beach!"),
+    ("preference", "Prefers TEA over coffee, especially green tea"),
+    ("turn", "Deploy the app with docker compose on port 8080"),
+    ("fact", "Lives in Zürich and works as a café owner"),
+]
+
+SEARCH_CASES: list[tuple[str, str, list[str] | None, list[int], list[int]]] = [
+    # (label, query, kinds, must include (corpus indexes), must exclude)
+    ("exact word", "marathon", None, [1], [0, 2, 3, 4, 5]),
+    ("stemming: running finds run", "running", None, [0, 2], [3, 4, 5]),
+    ("stemming: runs finds run", "runs", None, [0, 2], [3, 4, 5]),
+    ("case", "DOCKER Compose", None, [4], [0, 1, 2, 3, 5]),
+    ("punctuation in query", "tea?! (green) \"coffee\" & | ! :* <-> 'quoted'", None, [3], [0, 1, 4]),
+    ("possessive and punctuation in text", "user dog Biscuit", None, [2], [0, 1, 4]),
+    ("numbers", "8080", None, [4], [0, 1, 2, 3, 5]),
+    ("unicode word", "Zürich", None, [5], [0, 1, 2, 3, 4]),
+    ("kinds filter", "running tea", ["fact"], [2], [0, 1, 3, 4, 5]),
+    ("no match", "xylophone", None, [], [0, 1, 2, 3, 4, 5]),
+]
+
+
+@pytest.fixture
+def corpus(journal: Journal) -> tuple[Journal, int, int, list[int]]:
+    ns_id, other = _ns(journal, "mine"), _ns(journal, "theirs")
+    ids = journal.add_records(ns_id, [NewRecord(kind, text, created_at=1000.0 + i)
+                                      for i, (kind, text) in enumerate(CORPUS)])
+    journal.add_records(other, [NewRecord(kind, text) for kind, text in CORPUS])
+    return journal, ns_id, other, ids
+
+
+@pytest.mark.parametrize(("label", "query", "kinds", "include", "exclude"), SEARCH_CASES,
+                         ids=[c[0] for c in SEARCH_CASES])
+def test_keyword_search(corpus: tuple[Journal, int, int, list[int]], label: str, query: str,
+                        kinds: list[str] | None, include: list[int], exclude: list[int]) -> None:
+    journal, ns_id, _, ids = corpus
+    hits = journal.keyword_search(query, [ns_id], 10, kinds)
+    found = [h.record_id for h in hits]
+    assert set(found) <= set(ids), "a hit from another namespace"
+    assert {ids[i] for i in include} <= set(found)
+    assert not {ids[i] for i in exclude} & set(found)
+    assert [h.rank for h in hits] == list(range(1, len(hits) + 1))
+    assert all(h.score > 0 for h in hits)
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+def test_keyword_search_ranks_overlap_first_and_respects_scope_and_k(
+        corpus: tuple[Journal, int, int, list[int]]) -> None:
+    journal, ns_id, other, ids = corpus
+    hits = journal.keyword_search("green tea coffee", [ns_id], 10)
+    assert hits[0].record_id == ids[3]
+    both = journal.keyword_search("marathon", [ns_id, other], 10)
+    assert len(both) == 2
+    assert ids[1] in {h.record_id for h in both}
+    assert len(journal.keyword_search("run running ran tea docker", [ns_id], 2)) == 2
+    assert journal.keyword_search("marathon", [], 10) == []
+    assert journal.keyword_search("", [ns_id], 10) == []
+    assert journal.keyword_search("?! ...", [ns_id], 10) == []
+
+
+def test_records_round_trip_update_and_delete(journal: Journal) -> None:
+    ns = Namespace("s", "u", "a")
+    ns_id = journal.namespace_id(ns) or 0
+    [rid] = journal.add_records(ns_id, [NewRecord(
+        "fact", "Ada prefers tea", message_ids=(3, 4), importance=0.9, pinned=True, tags=("drink", "ü"),
+        metadata={"source": "chat", "n": [1, 2]}, created_at=1234.5)])
+    [record] = journal.records([rid])
+    assert (record.id, record.namespace, record.kind, record.text, record.message_ids, record.importance,
+            record.pinned, record.tags, dict(record.metadata), record.created_at) == (
+        rid, ns, "fact", "Ada prefers tea", (3, 4), 0.9, True, ("drink", "ü"), {"source": "chat", "n": [1, 2]},
+        1234.5)
+    [turn] = journal.add_records(ns_id, [NewRecord("turn", "hello there")])
+    assert journal.records([turn])[0].created_at > 0
+    assert [r.id for r in journal.scoped_records([ns_id])] == [rid, turn]
+    assert [r.id for r in journal.scoped_records([ns_id], ["turn"])] == [turn]
+    assert journal.scoped_records([]) == []
+    journal.update_record(rid, text="Ada prefers coffee", importance=0.2, message_ids=(9,), metadata={"v": 2})
+    updated = journal.records([rid])[0]
+    assert (updated.text, updated.importance, updated.message_ids, dict(updated.metadata)) == (
+        "Ada prefers coffee", 0.2, (9,), {"v": 2})
+    assert [h.record_id for h in journal.keyword_search("coffee", [ns_id], 5)] == [rid]
+    assert journal.keyword_search("tea", [ns_id], 5) == []
+    assert journal.delete_records([rid, 10**9]) == 1
+    assert journal.records([rid]) == []
+    assert journal.keyword_search("coffee", [ns_id], 5) == []
+
+
+# --- outbox --------------------------------------------------------------------
+
+
+def test_outbox_upsert_fail_retry_done(journal: Journal) -> None:
+    ns_id = _ns(journal)
+    ids = journal.add_records(ns_id, [NewRecord("turn", f"record {i}") for i in range(3)])
+    assert [(i.record_id, i.op, i.attempts) for i in journal.outbox(10)] == [(r, "upsert", 0) for r in ids]
+    assert journal.outbox_count() == 3
+    assert journal.outbox_error() is None
+    assert len(journal.outbox(2)) == 2
+    journal.outbox_failed(ids[:1], "ConnectionError: chroma down")
+    assert [i.record_id for i in journal.outbox(10)] == ids[1:]  # backing off
+    assert journal.outbox_count() == 3
+    assert journal.outbox_error() == "ConnectionError: chroma down"
+    time.sleep(1.1)  # the first failure backs off 1 second
+    [retry] = [i for i in journal.outbox(10) if i.record_id == ids[0]]
+    assert retry.attempts == 1
+    journal.outbox_done(ids)
+    assert journal.outbox_count() == 0
+    assert journal.outbox(10) == []
+    journal.update_record(ids[0], text="changed")
+    assert [(i.record_id, i.op) for i in journal.outbox(10)] == [(ids[0], "upsert")]
+    journal.delete_records([ids[1]])
+    assert [(i.record_id, i.op, i.attempts) for i in journal.outbox(10)] == [
+        (ids[0], "upsert", 0), (ids[1], "delete", 0)]
+    journal.outbox_failed([ids[1]], "x" * 5000)
+    assert len(journal.outbox_error() or "") <= 2000
+
+
+def test_requeue_all(journal: Journal) -> None:
+    ns_id = _ns(journal)
+    ids = journal.add_records(ns_id, [NewRecord("turn", f"alpha {i}") for i in range(4)])
+    journal.outbox_failed(ids[:2], "down")
+    journal.outbox_done(ids[2:])
+    assert journal.requeue_all() == 4
+    assert [(i.record_id, i.op, i.attempts) for i in journal.outbox(10)] == [(r, "upsert", 0) for r in ids]
+    assert len(journal.keyword_search("alpha", [ns_id], 10)) == 4
+
+
+# --- deleting -------------------------------------------------------------------
+
+
+def test_clear_session_removes_everything_of_that_session(journal: Journal) -> None:
+    ns_id, other = _ns(journal, "gone"), _ns(journal, "kept")
+    for n in (ns_id, other):
+        _append(journal, n, [make_message("user", "secret words here")])
+        with journal.write(n) as tx:
+            tx.set_window_start(5)
+            tx.set_summary("summary", 1, 2)
+    rids = journal.add_records(ns_id, [NewRecord("turn", "secret words here"), NewRecord("fact", "secret fact")])
+    kept = journal.add_records(other, [NewRecord("turn", "secret words here")])
+    journal.outbox_done([*rids, *kept])
+    journal.add_link(rids[0], kept[0], "related", 0.5)
+    assert sorted(journal.clear_session(ns_id)) == sorted(rids)
+    assert journal.count_messages(ns_id) == 0
+    assert journal.scoped_records([ns_id]) == []
+    assert journal.keyword_search("secret", [ns_id], 10) == []
+    assert journal.links(rids) == []
+    with journal.read() as rx:
+        state = rx.state(ns_id)
+    assert (state.window_start, state.summary, state.summary_cursor, state.summary_version) == (0, "", 0, 2)
+    assert {(i.record_id, i.op) for i in journal.outbox(10)} == {(r, "delete") for r in rids}
+    assert journal.namespace_id(Namespace("gone"), create=False) == ns_id
+    assert _texts(journal, other) == ["secret words here"]
+    assert [h.record_id for h in journal.keyword_search("secret", [other], 10)] == kept
+    _append(journal, ns_id, [make_message("user", "new start")])
+    assert _texts(journal, ns_id) == ["new start"]
+
+
+def test_delete_namespaces(journal: Journal) -> None:
+    a, b, c = _ns(journal, "a", "u"), _ns(journal, "b", "u"), _ns(journal, "c", "u")
+    for n in (a, b, c):
+        _append(journal, n, [make_message("user", f"hello {n}")])
+    ra = journal.add_records(a, [NewRecord("turn", "alpha")])
+    rb = journal.add_records(b, [NewRecord("turn", "beta")])
+    assert sorted(journal.delete_namespaces([b, a, a])) == sorted(ra + rb)
+    assert journal.namespace_id(Namespace("a", "u"), create=False) is None
+    assert journal.namespace_id(Namespace("b", "u"), create=False) is None
+    assert [n for _, n in journal.namespaces()] == [Namespace("c", "u")]
+    assert journal.count_messages() == 1
+    assert journal.records(ra + rb) == []
+    assert {i.op for i in journal.outbox(10) if i.record_id in ra + rb} == {"delete"}
+    assert journal.namespace_id(Namespace("a", "u")) not in (None, b, c)  # can be created again
+
+
+# --- links ------------------------------------------------------------------------
+
+
+def test_links(journal: Journal) -> None:
+    ns_id = _ns(journal)
+    r1, r2, r3 = journal.add_records(ns_id, [NewRecord("fact", t) for t in ("one", "two", "three")])
+    journal.add_link(r1, r2, "supports", 0.5)
+    journal.add_link(r1, r2, "supports", 0.8)  # replaces
+    journal.add_link(r3, r1, "contradicts", 0.3)
+    assert sorted(journal.links([r1])) == sorted([(r1, r2, "supports", 0.8), (r3, r1, "contradicts", 0.3)])
+    assert journal.links([r2]) == [(r1, r2, "supports", 0.8)]
+    assert journal.links([]) == []
+    journal.delete_records([r2])
+    assert journal.links([r1]) == [(r3, r1, "contradicts", 0.3)]
+
+
+# --- schema -----------------------------------------------------------------------
+
+
+def test_schema_version_uid_and_integrity(backend: Backend) -> None:
+    first = backend.journal()
+    uid, url = first.uid, first.url  # type: ignore[attr-defined]
+    assert isinstance(uid, str)
+    assert len(uid) == 32
+    assert url.startswith("sqlite:///" if backend.name == "sqlite" else "postgresql://")
+    assert first.integrity_check() == "ok"
+    first.close()
+    again = backend.journal()  # migrations are idempotent; the uid stays
+    assert again.uid == uid  # type: ignore[attr-defined]
+    again.close()
+    backend.set_schema_version(SCHEMA_VERSION + 1)
+    with pytest.raises(SchemaVersionError, match="newer"):
+        backend.open()
+    backend.set_schema_version(SCHEMA_VERSION)
+    backend.journal().close()
+
+
+def test_closed_journal_refuses(journal: Journal) -> None:
+    journal.close()
+    with pytest.raises(JournalError):
+        journal.count_messages()
+
+
+# --- TieredMemory end to end --------------------------------------------------------
+
+
+def test_tiered_memory_end_to_end(backend: Backend) -> None:
+    from langmem_tiers import MemoryConfig, TieredMemory
+
+    session = f"e2e-{uuid.uuid4().hex[:8]}"
+    config = MemoryConfig(context_tokens=1200, window_tokens=300, summary_tokens=120, recall_tokens=300)
+    path = backend.memory_path(session)
+    with TieredMemory.open(path, session_id=session, user_id="u-1", embedder=False, config=config) as memory:
+        topics = ["volcanoes in Iceland", "sourdough baking", "the Rust borrow checker", "tide pools",
+                  "jazz harmony", "orbital mechanics", "medieval castles", "bonsai trees"]
+        for i, topic in enumerate(topics):
+            memory.add("user", f"Tell me about {topic}, question {i}.")
+            memory.add("assistant", f"Here is a long answer about {topic}. " * 6)
+        memory.flush()
+        everything = memory.messages()
+        assert len(everything) == 16
+        assert [m.id for m in everything] == sorted(m.id for m in everything)
+        window = memory.window()
+        assert 0 < len(window) < 16
+        assert window == everything[-len(window):]
+        summary = memory.summary
+        assert summary
+        context = memory.context("sourdough")
+        assert context.messages
+        assert context.tokens.total <= 1200
+        hits = memory.search("sourdough baking", k=3)
+        assert hits
+        assert "sourdough" in hits[0].text.lower()
+        rid = memory.remember("The user is allergic to peanuts", kind="fact")
+        assert rid in {h.record_id for h in memory.search("peanuts allergic")}
+        assert memory.stats().messages == 16
+    with TieredMemory.open(path, session_id=session, user_id="u-1", embedder=False, config=config) as again:
+        assert [m.id for m in again.messages()] == [m.id for m in everything]
+        assert again.summary == summary
+        again.clear()
+        assert again.messages() == []
+        assert again.search("sourdough") == []

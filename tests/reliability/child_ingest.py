@@ -1,0 +1,145 @@
+"""Crash child: ingests a scripted conversation until the parent SIGKILLs it.
+
+Run as ``python child_ingest.py PATH --run N --mode kw|chroma [--seed S] [--verify-only]``.
+
+Protocol on stdout (one line each, flushed):
+
+* ``CHECK <json>``: startup check after reopening (chroma mode: outbox drained into the
+  embedded Chroma, vector rows vs journal records, whether ``reindex()`` was needed,
+  whether recall answers).
+* ``READY``: ingestion starts; the parent picks its random kill moment after this.
+* ``PHASE add|flush``: what the child is about to do (so the parent knows where a kill landed).
+* ``ACK <id> <tag>``: ``add_messages`` returned, the message with journal id ``<id>`` and
+  content tag ``<tag>`` is acknowledged (committed). Printed only after the call returns.
+
+The conversation: user/assistant turns (some with a tool call and its result in one
+atomic batch), with a ``flush()`` every few turns. A small sleep in the summarizer and
+the embedder widens the windows in which a kill lands mid-summary or mid-indexing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import random
+import sys
+import time
+
+SESSION = "crash"
+USER = "u-crash"
+WORDS = ("apple", "river", "quantum", "ledger", "violet", "harbor", "engine", "meadow", "copper", "signal")
+
+
+def hashed_vectors(texts: list[str]) -> list[list[float]]:
+    """A deterministic 16-d bag-of-words embedding (the model is not under test here)."""
+    out = []
+    for text in texts:
+        vec = [0.0] * 16
+        for word in text.lower().split():
+            vec[hashlib.blake2b(word.encode(), digest_size=1).digest()[0] % 16] += 1.0
+        vec[0] += 0.01
+        out.append(vec)
+    time.sleep(0.01)
+    return out
+
+
+def build(path: str, mode: str):  # type: ignore[no-untyped-def]
+    from langmem_tiers import MemoryConfig, TieredMemory, WordCounter
+    from langmem_tiers.summarizers.extractive import ExtractiveSummarizer
+
+    class SlowSummarizer:
+        def __init__(self) -> None:
+            self.inner = ExtractiveSummarizer()
+
+        def summarize(self, request):  # type: ignore[no-untyped-def]
+            time.sleep(0.01)
+            return self.inner.summarize(request)
+
+        async def asummarize(self, request):  # type: ignore[no-untyped-def]
+            return self.summarize(request)
+
+    config = MemoryConfig(context_tokens=400, window_tokens=100, window_low_ratio=0.6, summary_tokens=40,
+                          recall_tokens=100, summary_retry_base_s=0, summary_retry_max_s=0, index_batch_size=8)
+    embedder: object = False
+    if mode == "chroma":
+        from langmem_tiers.embedders.callable import CallableEmbedder
+
+        embedder = CallableEmbedder(hashed_vectors, dimension=16, key="test:hashed16")
+    return TieredMemory.open(path, session_id=SESSION, user_id=USER, config=config, counter=WordCounter(),
+                             summarizer=SlowSummarizer(), embedder=embedder)  # type: ignore[arg-type]
+
+
+def emit(line: str) -> None:
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+def startup_check(memory, mode: str) -> dict:  # type: ignore[no-untyped-def]
+    """Drain what the previous (killed) child left pending and check recall answers."""
+    from langmem_tiers.journal.base import Scope
+
+    info: dict = {"mode": mode, "messages": memory.journal.count_messages(memory._ns_id)}
+    memory.flush()
+    records = memory.journal.scoped_records([memory._ns_id])
+    info["records"] = len(records)
+    info["outbox_after_flush"] = memory.journal.outbox_count()
+    info["reindexed"] = False
+    if mode == "chroma":
+        recall = memory.recall
+        where = recall.where(Scope("session", memory.namespace))
+        info["vectors_before"] = recall.store.count(where=where)
+        if info["vectors_before"] != len(records):
+            # A kill mid-write can leave Chroma behind the journal: the journal is the truth.
+            memory.reindex()
+            info["reindexed"] = True
+        info["vectors"] = recall.store.count(where=where)
+        ids = {recall.vector_id(r.id) for r in records}
+        info["vector_ids_match"] = {v.id for v in recall.store.get(sorted(ids))} == ids
+    if records:
+        word = records[-1].text.split()[2] if len(records[-1].text.split()) > 2 else records[-1].text
+        info["recall_hits"] = len(memory.search(word, k=3))
+    return info
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("path")
+    parser.add_argument("--run", type=int, required=True)
+    parser.add_argument("--mode", choices=("kw", "chroma"), default="kw")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--verify-only", action="store_true")
+    parser.add_argument("--max-turns", type=int, default=100_000)
+    args = parser.parse_args()
+    rng = random.Random(args.seed * 1000 + args.run)
+    memory = build(args.path, args.mode)
+    emit("CHECK " + json.dumps(startup_check(memory, args.mode)))
+    if args.verify_only:
+        memory.close()
+        return
+    emit("READY")
+    for turn in range(args.max_turns):
+        tag = f"r{args.run}t{turn}"
+        words = " ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 12)))
+        batches: list[list[dict]] = [[{"role": "user", "content": f"{tag}u {words}"}]]
+        if rng.random() < 0.2:
+            call = {"id": f"call-{tag}", "name": "lookup", "arguments": json.dumps({"q": words[:20]})}
+            batches.append([
+                {"role": "assistant", "content": "", "tool_calls": [call]},
+                {"role": "tool", "content": f"{tag}t result {words}", "tool_call_id": f"call-{tag}"},
+            ])
+        batches.append([{"role": "assistant", "content": f"{tag}a noted {words}"}])
+        for batch in batches:
+            emit("PHASE add")
+            stored = memory.add_messages(batch)
+            for raw, message in zip(batch, stored):
+                emit(f"ACK {message.id} {raw['content'].split()[0] if raw['content'] else tag + 'c'}")
+        if rng.random() < 0.25:
+            emit("PHASE flush")
+            memory.flush()
+            emit("PHASE add")
+    memory.close()
+
+
+if __name__ == "__main__":
+    main()

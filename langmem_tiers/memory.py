@@ -377,7 +377,7 @@ class TieredMemory:
     def stats(self) -> Stats:
         self._check_open()
         state, window, pending = self._snapshot()
-        records = len(self.journal.scoped_records([self._ns_id]))
+        records = self.journal.count_records(self._ns_id)
         return Stats(
             session=self.namespace, messages=self.journal.count_messages(self._ns_id),
             window_messages=len(window), window_tokens=sum(w.tokens for w in window),

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from langmem_tiers.errors import InvalidNamespaceError
 from langmem_tiers.messages import Message
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 MAX_ID_CHARS = 512
 
 
@@ -214,7 +214,10 @@ class Journal(Protocol):
 
     def records(self, ids: Sequence[int]) -> list[Record]: ...
 
-    def scoped_records(self, ns_ids: Sequence[int], kinds: Sequence[str] | None = None) -> list[Record]: ...
+    def count_records(self, ns_id: int) -> int: ...
+
+    def scoped_records(self, ns_ids: Sequence[int], kinds: Sequence[str] | None = None,
+                       pinned_only: bool = False) -> list[Record]: ...
 
     def keyword_search(self, query: str, ns_ids: Sequence[int], k: int,
                        kinds: Sequence[str] | None = None) -> list[KeywordHit]: ...

@@ -114,6 +114,9 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX links_b ON links (b);
     """,
+    """
+    CREATE INDEX records_pinned ON records (ns) WHERE pinned;
+    """,
 )
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
@@ -393,10 +396,18 @@ class PostgresJournal:
             rows = conn.execute(f"{_RECORD_SELECT} WHERE r.id = ANY(%s) ORDER BY r.id", (list(ids),)).fetchall()
         return [_row_record(r) for r in rows]
 
-    def scoped_records(self, ns_ids: Sequence[int], kinds: Sequence[str] | None = None) -> list[Record]:
+    def count_records(self, ns_id: int) -> int:
+        with self._autocommit() as conn:
+            row = conn.execute("SELECT count(*) FROM records WHERE ns = %s", (ns_id,)).fetchone()
+        return int(row[0]) if row else 0
+
+    def scoped_records(self, ns_ids: Sequence[int], kinds: Sequence[str] | None = None,
+                       pinned_only: bool = False) -> list[Record]:
         if not ns_ids:
             return []
         sql = f"{_RECORD_SELECT} WHERE r.ns = ANY(%s)"
+        if pinned_only:
+            sql += " AND r.pinned"
         args: list[Any] = [list(ns_ids)]
         if kinds:
             sql += " AND r.kind = ANY(%s)"

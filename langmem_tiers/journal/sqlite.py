@@ -102,6 +102,9 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (a, b, relation)
     );
     """,
+    """
+    CREATE INDEX records_pinned ON records (ns) WHERE pinned = 1;
+    """,
 )
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
@@ -335,15 +338,22 @@ class SqliteJournal:
 
     # --- records, keyword index, outbox ---------------------------------------
 
+    def count_records(self, ns_id: int) -> int:
+        with self._autocommit() as db:
+            return int(db.execute("SELECT count(*) FROM records WHERE ns=?", (ns_id,)).fetchone()[0])
+
     def records(self, ids: Sequence[int]) -> list[Record]:
         with self._autocommit() as db:
             rows = _select_in(db, f"{_RECORD_SELECT} WHERE r.id IN ({{}})", ids)
         return [_row_record(r) for r in rows]
 
-    def scoped_records(self, ns_ids: Sequence[int], kinds: Sequence[str] | None = None) -> list[Record]:
+    def scoped_records(self, ns_ids: Sequence[int], kinds: Sequence[str] | None = None,
+                       pinned_only: bool = False) -> list[Record]:
         if not ns_ids:
             return []
         sql = f"{_RECORD_SELECT} WHERE r.ns IN ({','.join('?' * len(ns_ids))})"
+        if pinned_only:
+            sql += " AND r.pinned = 1"
         args: list[Any] = list(ns_ids)
         if kinds:
             sql += f" AND r.kind IN ({','.join('?' * len(kinds))})"

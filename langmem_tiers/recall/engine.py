@@ -202,7 +202,7 @@ class RecallIndex:
 
     def pinned(self, scope: Scope) -> list[Record]:
         ns_ids = [n for n, _ in self.journal.namespaces(scope)]
-        return [r for r in self.journal.scoped_records(ns_ids) if r.pinned]
+        return self.journal.scoped_records(ns_ids, pinned_only=True)
 
 
 def _passes(r: Record, f: SearchFilters) -> bool:

@@ -38,6 +38,7 @@ from langmem_tiers.journal.base import (
     WindowEntry,
 )
 from langmem_tiers.messages import Message, ToolCall
+from langmem_tiers.text import query_words
 
 if TYPE_CHECKING:
     import psycopg
@@ -126,7 +127,7 @@ _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 def ts_query(text: str) -> str | None:
     """Turn free text into a safe ``to_tsquery`` input: each word quoted, OR-ed (ranking weighs the overlap)."""
-    words = dict.fromkeys(w.lower() for w in _WORD.findall(text))
+    words = query_words(text)
     return " | ".join("'" + w.replace("'", "''") + "'" for w in words) or None
 
 

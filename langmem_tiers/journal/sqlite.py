@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import sqlite3
 import threading
 import time
@@ -27,6 +26,7 @@ from langmem_tiers.journal.base import (
     WindowEntry,
 )
 from langmem_tiers.messages import Message, ToolCall
+from langmem_tiers.text import query_words
 
 log = logging.getLogger(__name__)
 
@@ -104,17 +104,42 @@ MIGRATIONS: tuple[str, ...] = (
     """,
     """
     CREATE INDEX records_pinned ON records (ns) WHERE pinned = 1;
+    ALTER TABLE records ADD COLUMN scope_terms TEXT NOT NULL DEFAULT '';
+    UPDATE records SET scope_terms = 's' || ns;
+    DROP TRIGGER records_ai;
+    DROP TRIGGER records_ad;
+    DROP TRIGGER records_au;
+    DROP TABLE records_fts;
+    CREATE VIRTUAL TABLE records_fts USING fts5(
+        text, scope_terms, content='records', content_rowid='id', tokenize='porter unicode61 remove_diacritics 2'
+    );
+    CREATE TRIGGER records_ai AFTER INSERT ON records BEGIN
+        INSERT INTO records_fts (rowid, text, scope_terms) VALUES (new.id, new.text, new.scope_terms);
+    END;
+    CREATE TRIGGER records_ad AFTER DELETE ON records BEGIN
+        INSERT INTO records_fts (records_fts, rowid, text, scope_terms)
+        VALUES ('delete', old.id, old.text, old.scope_terms);
+    END;
+    CREATE TRIGGER records_au AFTER UPDATE OF text ON records BEGIN
+        INSERT INTO records_fts (records_fts, rowid, text, scope_terms)
+        VALUES ('delete', old.id, old.text, old.scope_terms);
+        INSERT INTO records_fts (rowid, text, scope_terms) VALUES (new.id, new.text, new.scope_terms);
+    END;
+    INSERT INTO records_fts (records_fts) VALUES ('rebuild');
     """,
 )
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
-_WORD = re.compile(r"\w+", re.UNICODE)
+def fts_query(text: str, ns_id: int | None = None) -> str | None:
+    """Turn free text into a safe FTS5 query: each word quoted, OR-ed (bm25 ranks the overlap).
 
-
-def fts_query(text: str) -> str | None:
-    """Turn free text into a safe FTS5 query: each word quoted, OR-ed (bm25 ranks the overlap)."""
-    words = dict.fromkeys(w.lower() for w in _WORD.findall(text))
-    return " OR ".join(f'"{w}"' for w in words) or None
+    With ``ns_id`` the query also requires the session's scope term, so FTS5 itself
+    filters by session instead of ranking every match in the journal.
+    """
+    words = " OR ".join(f'"{w}"' for w in query_words(text))
+    if not words:
+        return None
+    return f'scope_terms : "s{ns_id}" AND ({words})' if ns_id is not None else f"text : ({words})"
 
 
 class SqliteJournal:
@@ -363,11 +388,13 @@ class SqliteJournal:
 
     def keyword_search(self, query: str, ns_ids: Sequence[int], k: int,
                        kinds: Sequence[str] | None = None) -> list[KeywordHit]:
-        match = fts_query(query)
+        # One session (the context() path) filters inside FTS5; wider scopes filter by join.
+        match = fts_query(query, ns_ids[0] if len(ns_ids) == 1 else None)
         if not match or not ns_ids:
             return []
         sql = (
-            "SELECT r.id, bm25(records_fts) AS score FROM records_fts JOIN records r ON r.id = records_fts.rowid "
+            "SELECT r.id, bm25(records_fts, 1.0, 0.0) AS score FROM records_fts "
+            "JOIN records r ON r.id = records_fts.rowid "
             f"WHERE records_fts MATCH ? AND r.ns IN ({','.join('?' * len(ns_ids))})"
         )
         args: list[Any] = [match, *ns_ids]
@@ -622,11 +649,11 @@ def _insert_records(db: sqlite3.Connection, ns_id: int, records: Sequence[NewRec
     ids = []
     for r in records:
         cur = db.execute(
-            "INSERT INTO records (ns, kind, text, message_ids, importance, pinned, tags, metadata, created_at) "
-            "VALUES (?,?,?,?,?,?,?,?,?)",
+            "INSERT INTO records (ns, kind, text, message_ids, importance, pinned, tags, metadata, created_at, "
+            "scope_terms) VALUES (?,?,?,?,?,?,?,?,?,?)",
             (ns_id, r.kind, r.text, json.dumps(list(r.message_ids)), r.importance, int(r.pinned),
              json.dumps(list(r.tags), ensure_ascii=False), json.dumps(dict(r.metadata), ensure_ascii=False),
-             r.created_at or time.time()),
+             r.created_at or time.time(), f"s{ns_id}"),
         )
         rid = int(cur.lastrowid or 0)
         db.execute("INSERT OR REPLACE INTO outbox (record_id, op) VALUES (?, 'upsert')", (rid,))

@@ -18,20 +18,11 @@ from collections.abc import Sequence
 
 from langmem_tiers.messages import Message
 from langmem_tiers.summarizers.base import SummaryRequest
+from langmem_tiers.text import STOPWORDS as _STOPWORDS
 
 _SENTENCES = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])|\n+")
 _WORDS = re.compile(r"[A-Za-z][A-Za-z'-]+|\d[\d,.:/-]*")
 _NUMBER = re.compile(r"\d")
-_STOPWORDS = frozenset(
-    """a about above after again against all am an and any are as at be because been before being below
-    between both but by can could did do does doing down during each few for from further had has have having
-    he her here hers herself him himself his how i if in into is it its itself just let me more most my myself
-    no nor not now of off on once only or other our ours ourselves out over own same she should so some such
-    than that the their theirs them themselves then there these they this those through to too under until up
-    very was we were what when where which while who whom why will with would you your yours yourself
-    yourselves yes yeah ok okay oh hi hey hello thanks thank sure really like just also get got go going
-    know think well much one it's i'm that's don't you're can't i've i'll""".split()
-)
 MIN_SENTENCE_WORDS = 3
 
 
@@ -40,6 +31,7 @@ class ExtractiveSummarizer:
 
     Example:
         >>> from langmem_tiers.summarizers.base import SummaryRequest
+from langmem_tiers.text import STOPWORDS as _STOPWORDS
         >>> from langmem_tiers.messages import Message
         >>> req = SummaryRequest("", (Message("user", "My dog Rex turns 5 on 3 June."),), 50, lambda t: len(t.split()))
         >>> ExtractiveSummarizer().summarize(req)

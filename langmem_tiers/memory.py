@@ -125,6 +125,21 @@ class TieredMemory:
             journal.close()
             raise
 
+    def for_session(self, session_id: str, *, user_id: str | None = None,
+                    agent_id: str | None = None) -> TieredMemory:
+        """Another session on the same journal, vector store and collaborators.
+
+        No new connection is opened, so one process can serve many sessions (an app
+        server, an agent with one session per thread). ``user_id`` and ``agent_id``
+        default to this memory's. Closing the returned memory leaves the shared
+        journal open; close the memory that opened it last.
+        """
+        namespace = Namespace.of(session_id, user_id if user_id is not None else self.namespace.user_id or None,
+                                 agent_id if agent_id is not None else self.namespace.agent_id or None)
+        return TieredMemory(self.journal, namespace, config=self.config, counter=self.counter,
+                            summarizer=self.summarizer, recall=self.recall, redactor=self.redactor,
+                            owns_journal=False)
+
     # --- writing --------------------------------------------------------------
 
     def add(self, role: str, content: Any = "", **fields: Any) -> Message:

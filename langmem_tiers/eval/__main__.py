@@ -15,9 +15,7 @@ def parse_k(text: str) -> list[int]:
     try:
         ks = [int(x) for x in text.split(",") if x.strip()]
     except ValueError as e:
-        raise argparse.ArgumentTypeError(
-            f"--k {text!r} must be integers separated by commas, e.g. 5,10,25"
-        ) from e
+        raise argparse.ArgumentTypeError(f"--k {text!r} must be integers separated by commas, e.g. 5,10,25") from e
     if not ks or min(ks) < 1:
         raise argparse.ArgumentTypeError(f"--k {text!r} must hold integers >= 1, e.g. 5,10,25")
     return ks
@@ -29,9 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data", type=Path, required=True, help="official LoCoMo / LongMemEval_S JSON file")
     p.add_argument("--k", type=parse_k, default=[5, 10, 25], help="comma-separated cutoffs (default 5,10,25)")
     p.add_argument("--retriever", choices=RETRIEVERS, default="ours")
-    p.add_argument(
-        "--limit", type=int, default=None, help="first N conversations (LoCoMo) / questions (LongMemEval)"
-    )
+    p.add_argument("--limit", type=int, default=None, help="first N conversations (LoCoMo) / questions (LongMemEval)")
     p.add_argument("--json", type=Path, default=None, dest="json_out", help="write the results here")
     return p
 

@@ -86,17 +86,11 @@ def _load_json_list(path: Path, what: str) -> list[Any]:
         with Path(path).open(encoding="utf-8") as f:
             data = json.load(f)
     except FileNotFoundError as e:
-        raise ConfigError(
-            f"{what} file {str(path)!r} does not exist: pass --data PATH to the official file"
-        ) from e
+        raise ConfigError(f"{what} file {str(path)!r} does not exist: pass --data PATH to the official file") from e
     except json.JSONDecodeError as e:
-        raise ConfigError(
-            f"{what} file {str(path)!r} is not JSON ({e}): pass the official release file"
-        ) from e
+        raise ConfigError(f"{what} file {str(path)!r} is not JSON ({e}): pass the official release file") from e
     if not isinstance(data, list):
-        raise ConfigError(
-            f"{what} file {str(path)!r} must hold a JSON list of samples, got {type(data).__name__}"
-        )
+        raise ConfigError(f"{what} file {str(path)!r} must hold a JSON list of samples, got {type(data).__name__}")
     return data
 
 
@@ -224,17 +218,14 @@ def iter_longmemeval(path: Path, limit: int | None = None) -> Iterator[Haystack]
         if limit is not None and n >= limit:
             break
         if not isinstance(item, dict) or "haystack_sessions" not in item:
-            raise ConfigError(
-                f"LongMemEval item {n} has no 'haystack_sessions': is this the official format?"
-            )
+            raise ConfigError(f"LongMemEval item {n} has no 'haystack_sessions': is this the official format?")
         qid = str(item.get("question_id", f"q{n}"))
         ids = [str(s) for s in item.get("haystack_session_ids") or []]
         dates = list(item.get("haystack_dates") or [])
         raw_sessions = item["haystack_sessions"]
         if len(ids) != len(raw_sessions):
             raise ConfigError(
-                f"LongMemEval question {qid}: {len(ids)} haystack_session_ids "
-                f"for {len(raw_sessions)} sessions"
+                f"LongMemEval question {qid}: {len(ids)} haystack_session_ids for {len(raw_sessions)} sessions"
             )
         sessions: list[tuple[Turn, ...]] = []
         for s, (sess_id, raw_turns) in enumerate(zip(ids, raw_sessions)):

@@ -24,9 +24,7 @@ def evidence_recall(units: Sequence[Unit], gold: Iterable[str], k: int) -> float
     """LoCoMo: fraction of the gold turn keys among the turns of the top-``k`` units."""
     gold_set = set(gold)
     if not gold_set:
-        raise ValueError(
-            "evidence_recall needs at least one gold turn: exclude such questions before scoring"
-        )
+        raise ValueError("evidence_recall needs at least one gold turn: exclude such questions before scoring")
     return len(gold_set & covered_turns(units, k)) / len(gold_set)
 
 

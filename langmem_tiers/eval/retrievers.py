@@ -264,11 +264,7 @@ def get_retriever(name: str, embedder: Callable[[], Embedder] = make_embedder) -
         except ImportError as e:
             raise MissingDependencyError(
                 f"retriever {name!r} needs its framework: pip install "
-                + (
-                    "langchain-classic langchain-chroma chromadb"
-                    if name == "langchain"
-                    else "llama-index-core"
-                )
+                + ("langchain-classic langchain-chroma chromadb" if name == "langchain" else "llama-index-core")
             ) from e
         factory = lambda: cls(emb())  # noqa: E731
 

@@ -57,9 +57,7 @@ def _versions() -> dict[str, str]:
     return out
 
 
-def score_question(
-    benchmark: str, hay: Haystack, q: Question, units: Sequence[Unit], ks: Sequence[int]
-) -> Scores:
+def score_question(benchmark: str, hay: Haystack, q: Question, units: Sequence[Unit], ks: Sequence[int]) -> Scores:
     """Scores of one question, keyed like the JSON's ``overall`` (metrics that do not apply are absent)."""
     out: Scores = {}
     for k in ks:
@@ -120,6 +118,7 @@ def run_benchmark(
     rows: list[tuple[str, Scores]] = []
     excluded: dict[str, int] = defaultdict(int)
     latencies: list[float] = []
+    unit_sizes: list[int] = []
     ingest_s = 0.0
     n_turns = 0
     scored = [q for h in haystacks for q in h.questions if q.excluded is None]
@@ -155,6 +154,7 @@ def run_benchmark(
                     start = time.perf_counter()
                     units = retriever.query(q.text, kmax)
                     latencies.append((time.perf_counter() - start) * 1000.0)
+                    unit_sizes.extend(len(u) for u in units[:kmax])
                     rows.append((q.category, score_question(benchmark, hay, q, units, ks)))
                     bar.advance(t_q)
             finally:
@@ -177,6 +177,9 @@ def run_benchmark(
             "questions_scored": len(rows),
             group_key: {cat: len(groups[cat]) for cat in sorted(groups)},
             "excluded": dict(sorted(excluded.items())),
+            # Units are what k counts: a retriever whose units cover more turns sees more per k.
+            "turns_per_unit": round(mean(unit_sizes), 2) if unit_sizes else None,
+            "units_per_query": round(len(unit_sizes) / len(rows), 2) if rows else None,
         },
         "latency_ms": {
             "p50": round(percentile(latencies, 50), 2) if latencies else None,

@@ -61,10 +61,8 @@ class LlamaIndexRetriever:
         texts, current = [], ""
         for t in turns:
             role = _ROLES.get(t.role, MessageRole.USER)
-            if role in (MessageRole.USER, MessageRole.SYSTEM) or not current:
-                current = t.text
-            else:
-                current = f"{current} {t.text}"
+            starts_round = role in (MessageRole.USER, MessageRole.SYSTEM) or not current
+            current = t.text if starts_round else f"{current} {t.text}"
             texts.append(current)
         self._cache.prime(texts)
         round_no = 0
@@ -73,9 +71,7 @@ class LlamaIndexRetriever:
             if role in (MessageRole.USER, MessageRole.SYSTEM) and i > 0:
                 round_no += 1
             self._memory.put(
-                ChatMessage(
-                    role=role, content=t.text, additional_kwargs={"turn_key": t.key, "round": round_no}
-                )
+                ChatMessage(role=role, content=t.text, additional_kwargs={"turn_key": t.key, "round": round_no})
             )
         self._cache.clear()
 

@@ -125,8 +125,8 @@ def run_summarization_middleware(pairs: list[tuple[str, str]], window: int) -> d
 
 def run_chat_summary_buffer(pairs: list[tuple[str, str]], window: int) -> dict[str, Any]:
     from llama_index.core.base.llms.types import ChatMessage, CompletionResponse, LLMMetadata
-    from llama_index.core.llms.custom import CustomLLM
     from llama_index.core.llms.callbacks import llm_completion_callback
+    from llama_index.core.llms.custom import CustomLLM
     from llama_index.core.memory import ChatSummaryMemoryBuffer
 
     meter = Meter()
@@ -171,7 +171,8 @@ def main() -> None:
         "ChatSummaryMemoryBuffer": run_chat_summary_buffer(pairs, args.window),
     }
     print(f"{len(turns)} turns, window {args.window} tokens")
-    print(f"{'system':34} {'calls':>6} {'calls/100 turns':>16} {'prompt tok/100 turns':>21} {'msgs not kept verbatim':>24}")
+    header = ("system", "calls", "calls/100 turns", "prompt tok/100 turns", "msgs not kept verbatim")
+    print(f"{header[0]:34} {header[1]:>6} {header[2]:>16} {header[3]:>21} {header[4]:>24}")
     for name, r in results.items():
         r["calls_per_100_turns"] = round(100 * r["calls"] / len(turns), 2)
         r["prompt_tokens_per_100_turns"] = round(100 * r["prompt_tokens"] / len(turns))

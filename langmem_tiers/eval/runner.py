@@ -9,6 +9,7 @@ retriever's units (see ``config.unit`` in the JSON).
 from __future__ import annotations
 
 import json
+import os
 import platform
 import time
 from collections import defaultdict
@@ -55,6 +56,13 @@ def _versions() -> dict[str, str]:
         except metadata.PackageNotFoundError:
             continue
     return out
+
+
+def _loadavg() -> float | None:
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):  # not on Windows
+        return None
 
 
 def score_question(benchmark: str, hay: Haystack, q: Question, units: Sequence[Unit], ks: Sequence[int]) -> Scores:
@@ -135,6 +143,7 @@ def run_benchmark(
     )
     unit_name = "conversations" if benchmark == "locomo" else "haystacks"
     spec.warmup()
+    load_start = _loadavg()
     with bar:
         t_hay = bar.add_task(f"{spec.name}: {unit_name}", total=len(haystacks))
         t_q = bar.add_task(f"{spec.name}: questions", total=len(scored))
@@ -197,6 +206,8 @@ def run_benchmark(
             "window": {"window_tokens": OURS_WINDOW_TOKENS} if spec.name == "ours" else None,
             "k": ks,
             "versions": _versions(),
+            # Timings depend on the host; a busy one (load above its cores) inflates them.
+            "host": {"cpus": os.cpu_count(), "loadavg_1m_start": load_start, "loadavg_1m_end": _loadavg()},
         },
     }
 

@@ -10,7 +10,6 @@ MiniLM), so that only the retrieval method differs.
 from __future__ import annotations
 
 import importlib
-import re
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -27,6 +26,12 @@ OURS_WINDOW_TOKENS = 256
 OURS_SUMMARY_TOKENS = 128
 OURS_RECALL_TOKENS = 1024
 OURS_CONTEXT_TOKENS = 2048
+OURS_BUDGETS = {
+    "window_tokens": OURS_WINDOW_TOKENS,
+    "summary_tokens": OURS_SUMMARY_TOKENS,
+    "recall_tokens": OURS_RECALL_TOKENS,
+    "context_tokens": OURS_CONTEXT_TOKENS,
+}
 
 
 class Retriever(Protocol):
@@ -132,10 +137,6 @@ class DenseRetriever:
 # --- ours --------------------------------------------------------------------------------------
 
 
-def _safe_id(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", text)[:100] or "session"
-
-
 class OursRetriever:
     """langmem-tiers through its public API: ``TieredMemory.add`` per turn, ``search`` to recall.
 
@@ -161,11 +162,8 @@ class OursRetriever:
             summary_tokens=OURS_SUMMARY_TOKENS,
             recall_tokens=OURS_RECALL_TOKENS,
         )
-        first = next((t for s in sessions for t in s), None)
-        session_id = _safe_id(first.session_id if first else "session")
-        self._mem = TieredMemory.open(
-            Path(self._tmp.name), session_id=session_id, config=config, embedder=self._embedder
-        )
+        # One folder per store, so one fixed session id: the whole haystack is one conversation.
+        self._mem = TieredMemory.open(Path(self._tmp.name), session_id="eval", config=config, embedder=self._embedder)
         self._ids = {}
         for session in sessions:
             for t in session:

@@ -28,7 +28,7 @@ from langmem_tiers.eval.metrics import (
     session_recall,
     turn_recall_any,
 )
-from langmem_tiers.eval.retrievers import OURS_WINDOW_TOKENS, RetrieverSpec, get_retriever
+from langmem_tiers.eval.retrievers import OURS_BUDGETS, RetrieverSpec, get_retriever
 
 BENCHMARKS = ("locomo", "longmemeval")
 DEFAULT_K = (5, 10, 25)
@@ -203,7 +203,8 @@ def run_benchmark(
             "k_counts": "retrieved units; a unit scores all the turns it covers",
             "query_k": kmax,
             "model": spec.model(),
-            "window": {"window_tokens": OURS_WINDOW_TOKENS} if spec.name == "ours" else None,
+            # Only "ours" has a window; the baselines index every turn at once.
+            "window": OURS_BUDGETS if spec.name == "ours" else None,
             "k": ks,
             "versions": _versions(),
             # Timings depend on the host; a busy one (load above its cores) inflates them.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields, replace
 from typing import Any, Literal
 
@@ -59,8 +60,14 @@ class MemoryConfig:
                      "max_message_chars", "index_batch_size"):
             _positive(name, getattr(self, name))
         for name in ("recall_tokens", "recall_k"):
-            if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
-                raise ConfigError(f"{name} ({getattr(self, name)!r}) must be an integer >= 0")
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ConfigError(f"{name} ({value!r}) must be an integer >= 0")
+        for name in ("window_low_ratio", "summary_retry_base_s", "summary_retry_max_s"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                rule = " between 0 and 1 (exclusive)" if name == "window_low_ratio" else ""
+                raise ConfigError(f"{name} ({value!r}) must be a finite number{rule}")
         if not 0.0 < self.window_low_ratio < 1.0:
             raise ConfigError(
                 f"window_low_ratio ({self.window_low_ratio}) must be between 0 and 1 (exclusive): "

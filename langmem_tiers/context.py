@@ -187,6 +187,12 @@ def _fit_current(current: list[WindowMessage], room: int, config: MemoryConfig,
         new = replace(w.message, content=_truncate_text(w.message, keep, counter))
         fitted[index] = WindowMessage(new, counter.count_message(new))
         truncated.append(w.message.id or 0)
+    size = sum(w.tokens for w in fitted)
+    if size > room:
+        raise ConfigError(
+            f"the current turn needs {size} tokens even after truncating its texts, more than the budget "
+            f"allows ({room}): raise context_tokens or the budget passed to context()"
+        )
     return fitted, tuple(truncated)
 
 

@@ -212,11 +212,24 @@ def _part(part: Any, index: int) -> Mapping[str, Any]:
             f"content part {index} of type {kind!r} needs a url, image_url.url, data or file_id"
         )
     try:
-        encoded = json.dumps(part, ensure_ascii=False)
+        json.dumps(part, ensure_ascii=False)
     except (TypeError, ValueError) as e:
         raise InvalidMessageError(f"content part {index} is not JSON-serializable: {e}") from e
-    _check_text(encoded, f"content part {index}")
+    _check_strings(part, f"content part {index}")
     return dict(part)
+
+
+def _check_strings(value: Any, where: str) -> None:
+    """Apply the text rules (no NUL, valid unicode) to every string inside a JSON value."""
+    if isinstance(value, str):
+        _check_text(value, where)
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            _check_text(str(key), where)
+            _check_strings(item, where)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _check_strings(item, where)
 
 
 def _image_source(part: Mapping[str, Any]) -> bool:

@@ -96,32 +96,17 @@ def test_config_is_frozen() -> None:
         config.window_tokens = 10  # type: ignore[misc]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="core bug: config.py recall_tokens/recall_k check accepts bool (True is an "
-    "int); window_tokens etc. refuse bools via _positive",
-)
 def test_bool_recall_k_refused() -> None:
     with pytest.raises(ConfigError):
         MemoryConfig(recall_k=True)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="core bug: config.py compares window_low_ratio / retry seconds without a "
-    "type check, so a string raises TypeError instead of ConfigError",
-)
 @pytest.mark.parametrize("changes", [{"window_low_ratio": "0.5"}, {"summary_retry_base_s": "1"}])
 def test_non_numeric_floats_are_config_errors(changes: dict[str, Any]) -> None:
     with pytest.raises(ConfigError):
         MemoryConfig(**changes)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="core bug: config.py accepts summary_retry_base_s=nan (nan < 0 and "
-    "max < nan are both false); the retry deadline becomes nan and backoff is silently off",
-)
 def test_nan_retry_refused() -> None:
     with pytest.raises(ConfigError):
         MemoryConfig(summary_retry_base_s=float("nan"))

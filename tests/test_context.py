@@ -152,12 +152,6 @@ def test_oversize_truncate() -> None:
     assert "truncated to fit" in ctx.explain()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="core bug: context._truncate_text falls back to the bare marker even when "
-    "the marker alone does not fit, and _fit_current never re-checks, so 'truncate' silently returns "
-    "a context over budget (39 > 30 here) with the user's text gone",
-)
 def test_truncate_never_silently_exceeds_the_budget() -> None:
     try:
         ctx = assemble(window=window(4), summary="", pinned=[], hits=[], config=CONFIG, counter=WORDS, budget=30)

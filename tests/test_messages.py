@@ -68,14 +68,9 @@ VALID: list[tuple[str, str, Any, dict[str, Any]]] = [
 ]
 
 
-NUL_PART_BUG = pytest.mark.xfail(
-    strict=True,
-    reason="core bug: messages._part checks NUL on json.dumps(part), which escapes \\x00 as \\u0000, "
-    "so a NUL inside a dict part is accepted",
-)
 INVALID_PARAMS = [pytest.param(*c[1:], id=c[0]) for c in INVALID] + [
     pytest.param(
-        "user", [{"type": "text", "text": "a\x00"}], {}, "NUL", id="dict-part-nul", marks=NUL_PART_BUG
+        "user", [{"type": "text", "text": "a\x00"}], {}, "NUL", id="dict-part-nul"
     ),
     pytest.param(
         "user",
@@ -83,7 +78,6 @@ INVALID_PARAMS = [pytest.param(*c[1:], id=c[0]) for c in INVALID] + [
         {},
         "NUL",
         id="image-url-nul",
-        marks=NUL_PART_BUG,
     ),
 ]
 

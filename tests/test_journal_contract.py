@@ -34,12 +34,22 @@ class Backend:
     open: Callable[[], Journal]
     set_schema_version: Callable[[int], None]
     memory_path: Callable[[str], str]
+    create_at_version: Callable[[int], None]
     opened: list[Journal] = field(default_factory=list)
 
     def journal(self) -> Journal:
         j = self.open()
         self.opened.append(j)
         return j
+
+
+# Rows written by schema version 1 (the same SQL on both backends).
+OLD_NAMESPACE = "INSERT INTO namespaces (ns, user_id, agent_id, session_id, created_at) VALUES (1, 'u', '', 'old', 1.0)"
+OLD_STATE = "INSERT INTO state (ns, window_start) VALUES (1, 0)"
+OLD_MESSAGE = (
+    "INSERT INTO messages (ns, role, content, created_at, tokens, tokens_key) "
+    "VALUES (1, 'user', '\"written by version 1 about kayaks\"', 2.0, 5, 'k')"
+)
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +67,22 @@ def _sqlite_backend(tmp_path: Path) -> Backend:
             db.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(version),))
         db.close()
 
-    return Backend("sqlite", lambda: SqliteJournal(path), set_version, lambda _: str(tmp_path / "memory"))
+    def create_at_version(version: int) -> None:
+        from langmem_tiers.journal.sqlite import MIGRATIONS, _split_sql
+
+        db = sqlite3.connect(path)
+        with db:
+            for script in MIGRATIONS[:version]:
+                for statement in _split_sql(script):
+                    db.execute(statement)
+            db.execute("INSERT INTO meta VALUES ('uid', 'old-uid'), ('schema_version', ?)", (str(version),))
+            db.execute(OLD_NAMESPACE)
+            db.execute(OLD_STATE)
+            db.execute(OLD_MESSAGE)
+        db.close()
+
+    return Backend("sqlite", lambda: SqliteJournal(path), set_version, lambda _: str(tmp_path / "memory"),
+                   create_at_version)
 
 
 def _postgres_backend(url: str) -> Backend:
@@ -71,7 +96,20 @@ def _postgres_backend(url: str) -> Backend:
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute(f"UPDATE {schema}.meta SET value=%s WHERE key='schema_version'", (str(version),))
 
-    return Backend("postgres", lambda: PostgresJournal(url, schema=schema), set_version, lambda _: url)
+    def create_at_version(version: int) -> None:
+        from langmem_tiers.journal.postgres import MIGRATIONS
+
+        with psycopg.connect(url, autocommit=True) as conn, conn.transaction():
+            conn.execute(f"CREATE SCHEMA {schema}")
+            conn.execute(f"SET search_path TO {schema}")
+            for script in MIGRATIONS[:version]:
+                conn.execute(script)
+            conn.execute("INSERT INTO meta VALUES ('uid', 'old-uid'), ('schema_version', %s)", (str(version),))
+            for statement in (OLD_NAMESPACE, OLD_STATE, OLD_MESSAGE):
+                conn.execute(statement)
+
+    return Backend("postgres", lambda: PostgresJournal(url, schema=schema), set_version, lambda _: url,
+                   create_at_version)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -418,6 +456,9 @@ def test_records_round_trip_update_and_delete(journal: Journal) -> None:
     assert journal.records([turn])[0].created_at > 0
     assert [r.id for r in journal.scoped_records([ns_id])] == [rid, turn]
     assert [r.id for r in journal.scoped_records([ns_id], ["turn"])] == [turn]
+    assert [r.id for r in journal.scoped_records([ns_id], pinned_only=True)] == [rid]
+    assert journal.count_records(ns_id) == 2
+    assert journal.count_records(_ns(journal, "nobody")) == 0
     assert journal.scoped_records([]) == []
     journal.update_record(rid, text="Ada prefers coffee", importance=0.2, message_ids=(9,), metadata={"v": 2})
     updated = journal.records([rid])[0]
@@ -550,6 +591,24 @@ def test_schema_version_uid_and_integrity(backend: Backend) -> None:
         backend.open()
     backend.set_schema_version(SCHEMA_VERSION)
     backend.journal().close()
+
+
+def test_forward_migration_keeps_data(backend: Backend) -> None:
+    backend.create_at_version(1)
+    journal = backend.journal()
+    assert journal.uid == "old-uid"  # type: ignore[attr-defined]
+    assert journal.integrity_check() == "ok"
+    ns_id = journal.namespace_id(Namespace("old", "u"), create=False)
+    assert ns_id is not None
+    assert [(m.role, m.text, m.created_at) for m in journal.iter_messages(ns_id)] == [
+        ("user", "written by version 1 about kayaks", 2.0)]
+    [rid] = journal.add_records(ns_id, [NewRecord("turn", "kayaks on the lake", pinned=True)])
+    assert [h.record_id for h in journal.keyword_search("kayak", [ns_id], 5)] == [rid]
+    _append(journal, ns_id, [make_message("user", "after the upgrade")])
+    assert _texts(journal, ns_id)[-1] == "after the upgrade"
+    journal.close()
+    backend.set_schema_version(SCHEMA_VERSION)  # reopening at the current version is a no-op
+    assert backend.journal().count_messages(ns_id) == 2
 
 
 def test_closed_journal_refuses(journal: Journal) -> None:

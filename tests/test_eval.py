@@ -254,10 +254,7 @@ def test_metrics_count_k_in_units() -> None:
     assert evidence_recall(units, {"b", "d"}, 3) == 1.0
     from langmem_tiers.eval.datasets import Turn
 
-    turns = {
-        k: Turn(k, s, 0, "user", None, k, 0.0)
-        for k, s in [("a", "S1"), ("b", "S1"), ("c", "S2"), ("d", "S3")]
-    }
+    turns = {k: Turn(k, s, 0, "user", None, k, 0.0) for k, s in [("a", "S1"), ("b", "S1"), ("c", "S2"), ("d", "S3")]}
     assert session_recall(units, turns, {"S1", "S3"}, 2) == (1.0, 0.0)
     assert session_recall(units, turns, {"S1", "S3"}, 3) == (1.0, 1.0)
     assert turn_recall_any(units, {"d"}, 2) == 0.0
@@ -417,3 +414,13 @@ def test_real_longmemeval_first_question() -> None:
     result = main_eval("longmemeval", REAL_LME, [5, 10], "bm25", 1, None, None)
     assert result["counts"]["haystacks"] == 1
     assert result["counts"]["turns"] > 100
+
+
+def test_report_compares_result_files(locomo_file: Path, tmp_path: Path) -> None:
+    from langmem_tiers.eval.report import load_results, to_markdown
+
+    a = tmp_path / "a.json"
+    main_eval("locomo", locomo_file, [1, 5], "bm25", None, a, None)
+    md = to_markdown(load_results([a, a]))
+    assert md.count("| locomo | bm25 |") == 2
+    assert "recall@5" in md.splitlines()[0]

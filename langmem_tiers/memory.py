@@ -295,7 +295,11 @@ class TieredMemory:
             tx.set_failure(error, failures, retry_at)
 
     def flush(self) -> None:
-        """Wait for background summaries, then summarize and index everything pending.
+        """Wait for background summaries, then summarize and index everything pending now.
+
+        An indexing failure (embedder or Chroma down) does not raise: the rows stay in
+        the outbox, ``stats()`` shows ``index_pending`` and ``last_index_error``, and the
+        next search or flush retries them.
 
         Raises:
             SummarizerError: the summarizer failed; the turns stay pending and are retried later.
@@ -305,7 +309,7 @@ class TieredMemory:
             self._pending_future.result()
         self._drivers.run_sync(self._summary_flow(force=True))
         if self.recall is not None:
-            self._drivers.run_sync(self.recall.index_flow())
+            self._drivers.run_sync(self.recall.index_flow(force=True))
 
     async def aflush(self) -> None:
         self._check_open()
@@ -315,7 +319,7 @@ class TieredMemory:
             await asyncio.wrap_future(self._pending_future)
         await self._drivers.run_async(self._summary_flow(force=True))
         if self.recall is not None:
-            await self._drivers.run_async(self.recall.index_flow())
+            await self._drivers.run_async(self.recall.index_flow(force=True))
 
     # --- reading --------------------------------------------------------------
 
@@ -457,7 +461,7 @@ class TieredMemory:
         """Rebuild the keyword index and every vector from the journal; returns records queued."""
         recall = self._require_recall()
         count = self.journal.requeue_all()
-        self._drivers.run_sync(recall.index_flow())
+        self._drivers.run_sync(recall.index_flow(force=True))
         return count
 
     def forget(self, target: int | str) -> int:

@@ -463,11 +463,11 @@ class PostgresJournal:
             conn.execute(f"UPDATE records SET {', '.join(sets)} WHERE id=%s", (*args, record_id))
             _queue(conn, record_id, "upsert")
 
-    def outbox(self, limit: int) -> list[OutboxItem]:
+    def outbox(self, limit: int, due_only: bool = True) -> list[OutboxItem]:
         with self._autocommit() as conn:
             rows = conn.execute(
                 "SELECT record_id, op, attempts FROM outbox WHERE retry_at <= %s ORDER BY record_id LIMIT %s",
-                (time.time(), limit),
+                (time.time() if due_only else float("inf"), limit),
             ).fetchall()
         return [OutboxItem(int(r[0]), str(r[1]), int(r[2])) for r in rows]
 

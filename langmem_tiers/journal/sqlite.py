@@ -433,11 +433,11 @@ class SqliteJournal:
             db.execute(f"UPDATE records SET {', '.join(sets)} WHERE id=?", (*args, record_id))
             db.execute("INSERT OR REPLACE INTO outbox (record_id, op) VALUES (?, 'upsert')", (record_id,))
 
-    def outbox(self, limit: int) -> list[OutboxItem]:
+    def outbox(self, limit: int, due_only: bool = True) -> list[OutboxItem]:
         with self._autocommit() as db:
             rows = db.execute(
                 "SELECT record_id, op, attempts FROM outbox WHERE retry_at <= ? ORDER BY record_id LIMIT ?",
-                (time.time(), limit),
+                (time.time() if due_only else float("inf"), limit),
             ).fetchall()
         return [OutboxItem(int(r[0]), str(r[1]), int(r[2])) for r in rows]
 

@@ -84,12 +84,16 @@ class RecallIndex:
 
     # --- indexing -------------------------------------------------------------
 
-    def index_flow(self, max_batches: int | None = None) -> Flow[int]:
-        """Drain the outbox into Chroma; returns rows done. Failures leave rows pending (retried with backoff)."""
+    def index_flow(self, max_batches: int | None = None, force: bool = False) -> Flow[int]:
+        """Drain the outbox into Chroma; returns rows done.
+
+        Failures leave rows pending with a growing retry delay; ``force`` (``flush()``,
+        ``reindex()``) retries them now and stops at the first failure.
+        """
         done = 0
         batches = 0
         while max_batches is None or batches < max_batches:
-            items = yield Blocking(lambda: self.journal.outbox(self.batch_size))
+            items = yield Blocking(lambda: self.journal.outbox(self.batch_size, due_only=not force))
             if not items:
                 break
             batches += 1

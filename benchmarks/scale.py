@@ -73,7 +73,7 @@ def fill(memory: TieredMemory, size: int, rng: random.Random, vectors: bool) -> 
             recs = journal.records(record_ids)
             store.upsert([memory.recall.vector_id(r.id) for r in recs], vecs, [r.text for r in recs],
                          [memory.recall._metadata(r) for r in recs])
-        journal.outbox_done(record_ids)
+        journal.outbox_done(journal.outbox(2 * len(record_ids)))
 
 
 def measure(size: int, vectors: bool, samples: int) -> dict[str, Any]:

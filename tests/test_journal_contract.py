@@ -481,14 +481,15 @@ def test_outbox_upsert_fail_retry_done(journal: Journal) -> None:
     assert journal.outbox_count() == 3
     assert journal.outbox_error() is None
     assert len(journal.outbox(2)) == 2
-    journal.outbox_failed(ids[:1], "ConnectionError: chroma down")
+    items = {i.record_id: i for i in journal.outbox(10)}
+    journal.outbox_failed([items[ids[0]]], "ConnectionError: chroma down")
     assert [i.record_id for i in journal.outbox(10)] == ids[1:]  # backing off
     assert journal.outbox_count() == 3
     assert journal.outbox_error() == "ConnectionError: chroma down"
     time.sleep(1.1)  # the first failure backs off 1 second
     [retry] = [i for i in journal.outbox(10) if i.record_id == ids[0]]
     assert retry.attempts == 1
-    journal.outbox_done(ids)
+    journal.outbox_done(journal.outbox(10))
     assert journal.outbox_count() == 0
     assert journal.outbox(10) == []
     journal.update_record(ids[0], text="changed")
@@ -496,15 +497,16 @@ def test_outbox_upsert_fail_retry_done(journal: Journal) -> None:
     journal.delete_records([ids[1]])
     assert [(i.record_id, i.op, i.attempts) for i in journal.outbox(10)] == [
         (ids[0], "upsert", 0), (ids[1], "delete", 0)]
-    journal.outbox_failed([ids[1]], "x" * 5000)
+    journal.outbox_failed([i for i in journal.outbox(10) if i.record_id == ids[1]], "x" * 5000)
     assert len(journal.outbox_error() or "") <= 2000
 
 
 def test_requeue_all(journal: Journal) -> None:
     ns_id = _ns(journal)
     ids = journal.add_records(ns_id, [NewRecord("turn", f"alpha {i}") for i in range(4)])
-    journal.outbox_failed(ids[:2], "down")
-    journal.outbox_done(ids[2:])
+    items = journal.outbox(10)
+    journal.outbox_failed(items[:2], "down")
+    journal.outbox_done(items[2:])
     assert journal.requeue_all() == 4
     assert [(i.record_id, i.op, i.attempts) for i in journal.outbox(10)] == [(r, "upsert", 0) for r in ids]
     assert len(journal.keyword_search("alpha", [ns_id], 10)) == 4
@@ -522,7 +524,7 @@ def test_clear_session_removes_everything_of_that_session(journal: Journal) -> N
             tx.set_summary("summary", 1, 2)
     rids = journal.add_records(ns_id, [NewRecord("turn", "secret words here"), NewRecord("fact", "secret fact")])
     kept = journal.add_records(other, [NewRecord("turn", "secret words here")])
-    journal.outbox_done([*rids, *kept])
+    journal.outbox_done(journal.outbox(10))
     journal.add_link(rids[0], kept[0], "related", 0.5)
     assert sorted(journal.clear_session(ns_id)) == sorted(rids)
     assert journal.count_messages(ns_id) == 0
@@ -656,3 +658,17 @@ def test_tiered_memory_end_to_end(backend: Backend) -> None:
         again.clear()
         assert again.messages() == []
         assert again.search("sourdough") == []
+
+
+def test_outbox_done_keeps_a_change_queued_meanwhile(journal: Journal) -> None:
+    """An indexer that read an item must not drop a newer change queued while it worked."""
+    ns_id = _ns(journal)
+    [rid] = journal.add_records(ns_id, [NewRecord("turn", "old text")])
+    [read] = journal.outbox(10)
+    journal.update_record(rid, text="new text")  # queued again while the indexer embeds "old text"
+    journal.outbox_done([read])
+    [pending] = journal.outbox(10)
+    assert (pending.record_id, pending.op) == (rid, "upsert")
+    assert pending.seq > read.seq
+    journal.outbox_failed([read], "stale item")  # a stale failure does not touch the new row either
+    assert journal.outbox(10)[0].attempts == 0

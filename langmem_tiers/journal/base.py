@@ -124,9 +124,13 @@ class KeywordHit:
 
 @dataclass(frozen=True, slots=True)
 class OutboxItem:
+    """One pending index change. ``seq`` grows each time the record is queued again,
+    so finishing an item never drops a newer change queued meanwhile."""
+
     record_id: int
     op: str  # "upsert" or "delete"
     attempts: int
+    seq: int = 0
 
 
 @dataclass(frozen=True)
@@ -232,9 +236,9 @@ class Journal(Protocol):
 
     def outbox(self, limit: int, due_only: bool = True) -> list[OutboxItem]: ...
 
-    def outbox_done(self, record_ids: Sequence[int]) -> None: ...
+    def outbox_done(self, items: Sequence[OutboxItem]) -> None: ...
 
-    def outbox_failed(self, record_ids: Sequence[int], error: str) -> None: ...
+    def outbox_failed(self, items: Sequence[OutboxItem], error: str) -> None: ...
 
     def outbox_count(self) -> int: ...
 

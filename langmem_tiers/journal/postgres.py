@@ -117,6 +117,8 @@ MIGRATIONS: tuple[str, ...] = (
     """,
     """
     CREATE INDEX records_pinned ON records (ns) WHERE pinned;
+    CREATE SEQUENCE outbox_seq;
+    ALTER TABLE outbox ADD COLUMN seq BIGINT NOT NULL DEFAULT nextval('outbox_seq');
     """,
 )
 assert len(MIGRATIONS) == SCHEMA_VERSION
@@ -466,26 +468,33 @@ class PostgresJournal:
     def outbox(self, limit: int, due_only: bool = True) -> list[OutboxItem]:
         with self._autocommit() as conn:
             rows = conn.execute(
-                "SELECT record_id, op, attempts FROM outbox WHERE retry_at <= %s ORDER BY record_id LIMIT %s",
+                "SELECT record_id, op, attempts, seq FROM outbox WHERE retry_at <= %s ORDER BY record_id LIMIT %s",
                 (time.time() if due_only else float("inf"), limit),
             ).fetchall()
-        return [OutboxItem(int(r[0]), str(r[1]), int(r[2])) for r in rows]
+        return [OutboxItem(int(r[0]), str(r[1]), int(r[2]), int(r[3])) for r in rows]
 
-    def outbox_done(self, record_ids: Sequence[int]) -> None:
-        if not record_ids:
+    def outbox_done(self, items: Sequence[OutboxItem]) -> None:
+        if not items:
             return
         with self._autocommit() as conn:
-            conn.execute("DELETE FROM outbox WHERE record_id = ANY(%s)", (list(record_ids),))
+            # Matching seq keeps a change queued again meanwhile.
+            conn.execute(
+                "DELETE FROM outbox o USING unnest(%s::bigint[], %s::bigint[]) AS d(record_id, seq) "
+                "WHERE o.record_id = d.record_id AND o.seq = d.seq",
+                ([i.record_id for i in items], [i.seq for i in items]),
+            )
 
-    def outbox_failed(self, record_ids: Sequence[int], error: str) -> None:
-        if not record_ids:
+    def outbox_failed(self, items: Sequence[OutboxItem], error: str) -> None:
+        if not items:
             return
         with self._autocommit() as conn:
             # SET reads the old attempts: the first failure waits 1 s, then 2, 4 ... up to 256 s.
             conn.execute(
-                "UPDATE outbox SET attempts=attempts+1, last_error=%s, "
-                "retry_at=%s + least(300, 1 << least(attempts, 8)) WHERE record_id = ANY(%s)",
-                (error[:2000], time.time(), list(record_ids)),
+                "UPDATE outbox o SET attempts=o.attempts+1, last_error=%s, "
+                "retry_at=%s + least(300, 1 << least(o.attempts, 8)) "
+                "FROM unnest(%s::bigint[], %s::bigint[]) AS d(record_id, seq) "
+                "WHERE o.record_id = d.record_id AND o.seq = d.seq",
+                (error[:2000], time.time(), [i.record_id for i in items], [i.seq for i in items]),
             )
 
     def outbox_count(self) -> int:
@@ -503,7 +512,8 @@ class PostgresJournal:
         with self._txn() as conn:
             conn.execute(
                 "INSERT INTO outbox (record_id, op) SELECT id, 'upsert' FROM records "
-                "ON CONFLICT (record_id) DO UPDATE SET op='upsert', attempts=0, last_error=NULL, retry_at=0"
+                "ON CONFLICT (record_id) DO UPDATE SET op='upsert', attempts=0, last_error=NULL, retry_at=0, "
+                "seq=nextval('outbox_seq')"
             )
             row = conn.execute("SELECT count(*) FROM outbox").fetchone()
             return int(row[0]) if row else 0
@@ -716,7 +726,7 @@ def _queue(conn: Conn, record_id: int, op: str) -> None:
     """Put a record in the outbox afresh (like SQLite's INSERT OR REPLACE: attempts and backoff reset)."""
     conn.execute(
         "INSERT INTO outbox (record_id, op) VALUES (%s, %s) ON CONFLICT (record_id) DO UPDATE "
-        "SET op=EXCLUDED.op, attempts=0, last_error=NULL, retry_at=0",
+        "SET op=EXCLUDED.op, attempts=0, last_error=NULL, retry_at=0, seq=nextval('outbox_seq')",
         (record_id, op),
     )
 
@@ -746,7 +756,7 @@ def _delete_records(conn: Conn, ids: Sequence[int]) -> int:
     conn.execute("DELETE FROM links WHERE a = ANY(%s) OR b = ANY(%s)", (wanted, wanted))
     conn.execute(
         "INSERT INTO outbox (record_id, op) SELECT unnest(%s::bigint[]), 'delete' ON CONFLICT (record_id) "
-        "DO UPDATE SET op='delete', attempts=0, last_error=NULL, retry_at=0",
+        "DO UPDATE SET op='delete', attempts=0, last_error=NULL, retry_at=0, seq=nextval('outbox_seq')",
         (wanted,),
     )
     return max(removed, 0)

@@ -126,6 +126,7 @@ MIGRATIONS: tuple[str, ...] = (
         INSERT INTO records_fts (rowid, text, scope_terms) VALUES (new.id, new.text, new.scope_terms);
     END;
     INSERT INTO records_fts (records_fts) VALUES ('rebuild');
+    ALTER TABLE outbox ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;
     """,
 )
 assert len(MIGRATIONS) == SCHEMA_VERSION
@@ -431,27 +432,27 @@ class SqliteJournal:
             return
         with self._txn() as db:
             db.execute(f"UPDATE records SET {', '.join(sets)} WHERE id=?", (*args, record_id))
-            db.execute("INSERT OR REPLACE INTO outbox (record_id, op) VALUES (?, 'upsert')", (record_id,))
+            _queue(db, [record_id], "upsert")
 
     def outbox(self, limit: int, due_only: bool = True) -> list[OutboxItem]:
         with self._autocommit() as db:
             rows = db.execute(
-                "SELECT record_id, op, attempts FROM outbox WHERE retry_at <= ? ORDER BY record_id LIMIT ?",
+                "SELECT record_id, op, attempts, seq FROM outbox WHERE retry_at <= ? ORDER BY record_id LIMIT ?",
                 (time.time() if due_only else float("inf"), limit),
             ).fetchall()
-        return [OutboxItem(int(r[0]), str(r[1]), int(r[2])) for r in rows]
+        return [OutboxItem(int(r[0]), str(r[1]), int(r[2]), int(r[3])) for r in rows]
 
-    def outbox_done(self, record_ids: Sequence[int]) -> None:
+    def outbox_done(self, items: Sequence[OutboxItem]) -> None:
         with self._txn() as db:
-            db.executemany("DELETE FROM outbox WHERE record_id=?", [(i,) for i in record_ids])
+            db.executemany("DELETE FROM outbox WHERE record_id=? AND seq=?", [(i.record_id, i.seq) for i in items])
 
-    def outbox_failed(self, record_ids: Sequence[int], error: str) -> None:
+    def outbox_failed(self, items: Sequence[OutboxItem], error: str) -> None:
         with self._txn() as db:
-            for rid in record_ids:
+            for item in items:
                 db.execute(
                     "UPDATE outbox SET attempts=attempts+1, last_error=?, "
-                    "retry_at=? + min(300, 1 << min(attempts, 8)) WHERE record_id=?",
-                    (error[:2000], time.time(), rid),
+                    "retry_at=? + min(300, 1 << min(attempts, 8)) WHERE record_id=? AND seq=?",
+                    (error[:2000], time.time(), item.record_id, item.seq),
                 )
 
     def outbox_count(self) -> int:
@@ -465,7 +466,8 @@ class SqliteJournal:
 
     def requeue_all(self) -> int:
         with self._txn() as db:
-            db.execute("INSERT OR REPLACE INTO outbox (record_id, op) SELECT id, 'upsert' FROM records")
+            db.execute("INSERT OR REPLACE INTO outbox (record_id, op, seq) SELECT id, 'upsert', "
+                       "(SELECT coalesce(max(seq), 0) + 1 FROM outbox) FROM records")
             db.execute("INSERT INTO records_fts (records_fts) VALUES ('rebuild')")
             return int(db.execute("SELECT count(*) FROM outbox").fetchone()[0])
 
@@ -656,9 +658,19 @@ def _insert_records(db: sqlite3.Connection, ns_id: int, records: Sequence[NewRec
              r.created_at or time.time(), f"s{ns_id}"),
         )
         rid = int(cur.lastrowid or 0)
-        db.execute("INSERT OR REPLACE INTO outbox (record_id, op) VALUES (?, 'upsert')", (rid,))
+        _queue(db, [rid], "upsert")
         ids.append(rid)
     return ids
+
+
+def _queue(db: sqlite3.Connection, record_ids: Sequence[int], op: str) -> None:
+    """Queue index changes afresh: attempts and backoff reset, a new ``seq``."""
+    for rid in record_ids:
+        db.execute(
+            "INSERT OR REPLACE INTO outbox (record_id, op, seq) "
+            "VALUES (?, ?, (SELECT coalesce(max(seq), 0) + 1 FROM outbox))",
+            (rid, op),
+        )
 
 
 def _delete_records(db: sqlite3.Connection, ids: Sequence[int]) -> int:
@@ -666,7 +678,7 @@ def _delete_records(db: sqlite3.Connection, ids: Sequence[int]) -> int:
     for rid in ids:
         removed += db.execute("DELETE FROM records WHERE id=?", (rid,)).rowcount
         db.execute("DELETE FROM links WHERE a=? OR b=?", (rid, rid))
-        db.execute("INSERT OR REPLACE INTO outbox (record_id, op, attempts) VALUES (?, 'delete', 0)", (rid,))
+        _queue(db, [rid], "delete")
     return removed
 
 

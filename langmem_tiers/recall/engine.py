@@ -99,7 +99,7 @@ class RecallIndex:
             batches += 1
             ids = [i.record_id for i in items]
             if self.store is None or self.embedder is None:
-                yield Blocking(lambda: self.journal.outbox_done(ids))  # keyword-only: nothing to push
+                yield Blocking(lambda: self.journal.outbox_done(items))  # keyword-only: nothing to push
                 done += len(ids)
                 continue
             store = self.store
@@ -117,9 +117,9 @@ class RecallIndex:
             except Exception as e:  # any outage: keep the rows, retry later
                 self.last_error = f"{type(e).__name__}: {e}"
                 log.warning("recall indexing failed, %d rows stay pending: %s", len(ids), self.last_error)
-                yield Blocking(lambda: self.journal.outbox_failed(ids, self.last_error or ""))
+                yield Blocking(lambda: self.journal.outbox_failed(items, self.last_error or ""))
                 break
-            yield Blocking(lambda: self.journal.outbox_done(ids))
+            yield Blocking(lambda: self.journal.outbox_done(items))
             self.last_error = None
             done += len(ids)
         return done

@@ -23,7 +23,7 @@ from langmem_tiers.context import Context, Omission, WindowMessage, assemble
 from langmem_tiers.embedders.base import Embedder
 from langmem_tiers.errors import ConfigError, InvalidMessageError, MemoryClosedError, SummarizerError
 from langmem_tiers.flow import Blocking, Drivers, Flow, Summarize
-from langmem_tiers.journal.base import Journal, Namespace, NewRecord, Scope, SessionState
+from langmem_tiers.journal.base import Journal, Namespace, NewRecord, Scope, SessionState, WindowEntry
 from langmem_tiers.messages import Message, make_message
 from langmem_tiers.recall.engine import RecallIndex, SearchFilters
 from langmem_tiers.recall.hits import RecallHit
@@ -156,16 +156,22 @@ class TieredMemory:
         """Append messages atomically: all are stored, or none."""
         stored, evicted = self._drivers.run_sync(self._append_flow(self._validate(messages)))
         if evicted:
-            self._after_eviction(sync=True)
+            try:
+                self._after_eviction(sync=True)
+            except Exception:  # the messages are committed: never report them as failed
+                log.exception("summary after eviction failed; the evicted turns stay pending")
         return stored
 
     async def aadd_messages(self, messages: Iterable[Message | Mapping[str, Any]]) -> list[Message]:
         stored, evicted = await self._drivers.run_async(self._append_flow(self._validate(messages)))
         if evicted:
-            if self.config.background_summary:
-                self._after_eviction(sync=True)
-            else:
-                await self._drivers.run_async(self._summary_flow(force=False))
+            try:
+                if self.config.background_summary:
+                    self._after_eviction(sync=True)
+                else:
+                    await self._drivers.run_async(self._summary_flow(force=False))
+            except Exception:  # the messages are committed: never report them as failed
+                log.exception("summary after eviction failed; the evicted turns stay pending")
         return stored
 
     def _build(self, role: str, content: Any, fields: Mapping[str, Any]) -> Message:
@@ -203,8 +209,13 @@ class TieredMemory:
         cfg = self.config
         with self.journal.write(self._ns_id) as tx:
             state = tx.state()
-            open_calls = tx.open_tool_calls(state.window_start)
+            entries = tx.window_entries(state.window_start)
+            # Tool results answer calls of the current turn (since the last user message) only.
+            turn_start = max((e.id for e in entries if e.role == "user"), default=state.window_start)
+            open_calls = tx.open_tool_calls(turn_start)
             for m in messages:
+                if m.role == "user":
+                    open_calls = set()
                 open_calls |= {c.id for c in m.tool_calls}
                 if m.role == "tool" and m.tool_call_id not in open_calls:
                     raise InvalidMessageError(
@@ -212,7 +223,8 @@ class TieredMemory:
                         "that tool call first (in the same add_messages batch or earlier in this turn)"
                     )
             stored = tx.insert_messages(messages, tokens, self.counter.key)
-            plan = plan_window(tx.window_entries(state.window_start), cfg.window_tokens, cfg.window_low_tokens)
+            entries += [WindowEntry(m.id or 0, m.role, t) for m, t in zip(stored, tokens)]
+            plan = plan_window(entries, cfg.window_tokens, cfg.window_low_tokens)
             if not plan.evicts:
                 return stored, False
             tx.set_window_start(plan.window_start)
@@ -261,7 +273,13 @@ class TieredMemory:
                         raise SummarizerError(f"summary failed; the evicted turns stay pending: {error}") from e
                     return
                 end = chunk[-1].id or cursor
-                saved = yield Blocking(lambda: self._save_summary(text, cursor, end))
+                try:
+                    saved = yield Blocking(lambda: self._save_summary(text, cursor, end))
+                except Exception as e:
+                    if force:
+                        raise
+                    log.warning("could not save the summary; the turns stay pending: %s", e)
+                    return
                 if not saved:
                     return  # another process advanced the summary first; its result stands
                 previous, cursor = text, end
@@ -333,6 +351,10 @@ class TieredMemory:
         return await self._drivers.run_async(self._context_flow(query, budget))
 
     def _context_flow(self, query: str | None, budget: int | None) -> Flow[Context]:
+        if query is not None and not isinstance(query, str):
+            raise ConfigError(f"query must be a string or None; got {type(query).__name__}")
+        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int)):
+            raise ConfigError(f"budget must be an integer number of tokens or None; got {budget!r}")
         state, window, pending = yield Blocking(self._snapshot)
         omitted = []
         if pending:

@@ -9,6 +9,7 @@ JSON arguments as text, tool results name the call they answer.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -155,6 +156,8 @@ def make_message(
         raise InvalidMessageError("an assistant message needs content or tool_calls")
     if name is not None and (not isinstance(name, str) or not name):
         raise InvalidMessageError(f"name must be a non-empty string or None; got {name!r}")
+    if name is not None:
+        _check_text(name, "name")
     meta = _metadata(metadata)
     if max_chars is not None:
         size = len(content_text(value)) + sum(len(c.arguments) for c in calls)
@@ -163,8 +166,9 @@ def make_message(
                 f"message has {size} characters, over max_message_chars ({max_chars}): "
                 "split it, store it elsewhere and keep a reference, or raise max_message_chars"
             )
-    if created_at is not None and not isinstance(created_at, (int, float)):
-        raise InvalidMessageError(f"created_at must be unix seconds; got {created_at!r}")
+    if created_at is not None and (isinstance(created_at, bool) or not isinstance(created_at, (int, float))
+                                   or not math.isfinite(created_at)):
+        raise InvalidMessageError(f"created_at must be finite unix seconds; got {created_at!r}")
     return Message(
         role=role,
         content=value,
@@ -269,7 +273,8 @@ def _metadata(metadata: Any) -> Mapping[str, Any]:
     if not isinstance(metadata, Mapping):
         raise InvalidMessageError(f"metadata must be a dict; got {type(metadata).__name__}")
     try:
-        json.dumps(metadata)
+        json.dumps(metadata, ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as e:
-        raise InvalidMessageError(f"metadata must be JSON-serializable: {e}") from e
+        raise InvalidMessageError(f"metadata must be JSON-serializable (no NaN): {e}") from e
+    _check_strings(metadata, "metadata")
     return dict(metadata)

@@ -52,6 +52,12 @@ def fold_chunk(
 def _usable(text: object) -> str:
     if not isinstance(text, str) or not text.strip():
         raise SummarizerError(f"summarizer returned no usable text: {text!r:.80}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise SummarizerError(f"summarizer returned text that is not valid unicode: {e}") from e
+    if "\x00" in text:
+        raise SummarizerError("summarizer returned text with a NUL byte")
     return text.strip()
 
 

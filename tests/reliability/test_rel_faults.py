@@ -97,8 +97,6 @@ def test_slow_summarizer_in_background_does_not_block_adds(tmp_path: Path) -> No
     FAULTS.append("summarizer slow (background)")
 
 
-@pytest.mark.xfail(strict=True, reason="core bug: a summary text with a lone surrogate makes _save_summary raise a "
-                                       "raw UnicodeEncodeError out of add() after the message was committed")
 def test_summary_with_lone_surrogate_is_a_typed_failure(tmp_path: Path) -> None:
     with open_memory(tmp_path, "s", summarizer=Switchable("surrogate")) as memory:
         _ingest(memory, 12)

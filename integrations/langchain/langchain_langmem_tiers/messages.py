@@ -204,9 +204,13 @@ def to_langchain(message: Message) -> BaseMessage:
 
 def messages_from_langchain(messages: Iterable[BaseMessage]) -> list[Message]:
     """Convert many messages, skipping context memory messages and ``RemoveMessage`` instructions."""
-    return [
-        from_langchain(m) for m in messages if not isinstance(m, RemoveMessage) and not is_memory_message(m)
-    ]
+    out = []
+    for m in messages:
+        if not isinstance(m, BaseMessage):
+            raise InvalidMessageError(f"expected a LangChain BaseMessage, got {type(m).__name__}")
+        if not isinstance(m, RemoveMessage) and not is_memory_message(m):
+            out.append(from_langchain(m))
+    return out
 
 
 def messages_to_langchain(messages: Sequence[Message]) -> list[BaseMessage]:

@@ -29,9 +29,11 @@ async def test_function_agent_stores_tool_turns_and_evicts(tmp_path) -> None:
         assert "sunny in Paris" in str(result)
     history = memory.get_all()
     roles = [m.role.value for m in history]
-    assert roles[:4] == ["user", "assistant", "tool", "assistant"] and len(history) == 48
+    assert roles[:4] == ["user", "assistant", "tool", "assistant"]
+    assert len(history) == 48
     call = history[1].blocks[0]
-    assert call.tool_name == "weather" and history[2].additional_kwargs["tool_call_id"] == call.tool_call_id
+    assert call.tool_name == "weather"
+    assert history[2].additional_kwargs["tool_call_id"] == call.tool_call_id
     assert memory.tiered.stats().summary_cursor > 0
     assert all(system_count(c) == 1 for c in llm.calls)
     assert "Summary of earlier conversation" in text_of(llm.calls[-1])
@@ -74,7 +76,8 @@ async def test_agent_context_round_trip(tmp_path) -> None:
     restored = Context.from_dict(agent2, data, serializer=JsonSerializer())
     await agent2.run(user_msg="Second: and again?", ctx=restored)
     again = await restored.store.get("memory")
-    assert isinstance(again, TieredChatMemory) and again is not memory
+    assert isinstance(again, TieredChatMemory)
+    assert again is not memory
     assert [m.content for m in again.get_all() if m.role.value == "user"] == ["First: weather in Paris?",
                                                                              "Second: and again?"]
     assert "First: weather in Paris?" in text_of(llm.calls[0])  # the restored history reached the LLM

@@ -79,10 +79,12 @@ async def test_block_inside_memory_is_scoped_and_truncated(tmp_path) -> None:
     await mem_b.aput(ChatMessage(role="user", content="hello from b"))
     got = await mem_a.aget(input="What is my locker code?")
     text = text_of(got)
-    assert "tiered_memory" in text and "4417" in text
+    assert "tiered_memory" in text
+    assert "4417" in text
     assert "4417" not in text_of(await mem_b.aget())
     journal = block.memory_for("a")
-    assert journal.stats().messages > 0 and block.memory_for("b").stats().messages == 0
+    assert journal.stats().messages > 0
+    assert block.memory_for("b").stats().messages == 0
     shorter = await block.atruncate(await block.aget([ChatMessage(role="user", content="locker code")],
                                                      session_id="a"), 150)
     assert shorter is None or journal.counter.count_text(shorter) < journal.counter.count_text(text)
@@ -92,7 +94,8 @@ async def test_block_inside_memory_is_scoped_and_truncated(tmp_path) -> None:
 def test_block_from_a_tiered_memory(tmp_path) -> None:
     tm = TieredMemory.open(tmp_path, session_id="fixed", embedder=False)
     block = TieredMemoryBlock(memory=tm)
-    assert block.memory_for("ignored") is tm and block.session_id == "fixed"
+    assert block.memory_for("ignored") is tm
+    assert block.session_id == "fixed"
     tm.close()
 
 
@@ -102,7 +105,8 @@ async def test_adapters(tmp_path) -> None:
     assert summarizer.summarize(request) == "text text text text"
     assert await summarizer.asummarize(request) == "text text text text"
     embedder = LlamaIndexEmbedder(MockEmbedding(embed_dim=8))
-    assert embedder.dimension == 8 and len((await embedder.aembed(["a", "b"]))[1]) == 8
+    assert embedder.dimension == 8
+    assert len((await embedder.aembed(["a", "b"]))[1]) == 8
     memory = TieredChatMemory.from_defaults(
         path=tmp_path, session_id="ad", config=MemoryConfig(context_tokens=700, window_tokens=300, summary_tokens=120,
                                                             recall_tokens=200),

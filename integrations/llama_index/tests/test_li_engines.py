@@ -55,9 +55,11 @@ def test_long_conversation_stays_in_budget_and_loses_nothing(tmp_path, kind, mod
     # Nothing lost: every turn is in the journal, in order.
     history = memory.get_all()
     assert len(history) == 2 * TURNS
-    assert history[0].content.startswith("Turn 0:") and history[-2].content.startswith(f"Turn {TURNS - 1}:")
+    assert history[0].content.startswith("Turn 0:")
+    assert history[-2].content.startswith(f"Turn {TURNS - 1}:")
     stats = memory.tiered.stats()
-    assert stats.summary_cursor > 0 and memory.tiered.summary  # evicted and summarized
+    assert stats.summary_cursor > 0
+    assert memory.tiered.summary
     chats = llm.calls
     assert chats
     for call in chats:
@@ -66,7 +68,8 @@ def test_long_conversation_stays_in_budget_and_loses_nothing(tmp_path, kind, mod
     last = text_of(chats[-1])
     assert "Summary of earlier conversation" in last
     assert f"Turn {TURNS - 2}" in last or f"Turn {TURNS - 1}" in last
-    assert memory.last_context is not None and memory.last_context.tokens.total <= SMALL.context_tokens
+    assert memory.last_context is not None
+    assert memory.last_context.tokens.total <= SMALL.context_tokens
     memory.close()
 
 

@@ -30,7 +30,7 @@ def test_recall_reaches_the_llm_in_both_calling_orders(tmp_path) -> None:
         llm = RecordingLLM(max_tokens=5, is_chat_model=True)
         engine = build(llm, memory)
         converse(engine, memory)
-        assert all(FACT != m.text for m in memory.tiered.window())  # scrolled out of the window
+        assert all(m.text != FACT for m in memory.tiered.window())  # scrolled out of the window
         engine.chat(QUESTION)
         recalled = memory.last_context.recalled
         assert any("Pixel Whiskers" in h.text for h in recalled), name

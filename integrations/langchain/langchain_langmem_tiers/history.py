@@ -244,27 +244,33 @@ class SessionHistoryFactory:
         self.budget = budget
         self.memory_kwargs = memory_kwargs
         self._histories: dict[str, TieredChatMessageHistory] = {}
+        self._root: TieredMemory | None = None
         self._lock = threading.Lock()
 
     def __call__(self, session_id: str) -> TieredChatMessageHistory:
         with self._lock:
             history = self._histories.get(session_id)
             if history is None:
-                history = TieredChatMessageHistory.open(
-                    self.path,
-                    session_id=session_id,
-                    user_id=self.user_id,
-                    config=self.config,
-                    view=self.view,
-                    budget=self.budget,
-                    **self.memory_kwargs,
-                )
+                # The first session opens the journal and Chroma; the others share them.
+                if self._root is None:
+                    self._root = TieredMemory.open(
+                        self.path, session_id=session_id, user_id=self.user_id, config=self.config,
+                        **self.memory_kwargs,
+                    )
+                    memory = self._root
+                else:
+                    memory = self._root.for_session(session_id)
+                history = TieredChatMessageHistory(memory, view=self.view, budget=self.budget, owns_memory=True)
                 self._histories[session_id] = history
             return history
 
     def close(self) -> None:
-        """Close every opened session."""
+        """Close every opened session (the shared journal last)."""
         with self._lock:
             for history in self._histories.values():
-                history.close()
+                if history.memory is not self._root:
+                    history.close()
+            if self._root is not None:
+                self._root.close()
+                self._root = None
             self._histories.clear()

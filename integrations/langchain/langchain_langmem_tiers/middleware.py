@@ -78,6 +78,7 @@ class TieredMemoryMiddleware(AgentMiddleware):
         self.budget = budget
         self.memory_kwargs = memory_kwargs
         self._memories: dict[str, TieredMemory] = {}
+        self._root: TieredMemory | None = None
         self._journaled: dict[str, set[str]] = {}
         self._lock = threading.RLock()
         self.last_context: Context | None = None
@@ -89,14 +90,18 @@ class TieredMemoryMiddleware(AgentMiddleware):
         with self._lock:
             memory = self._memories.get(thread_id)
             if memory is None:
-                memory = TieredMemory.open(
-                    self.path,
-                    session_id=thread_id,
-                    user_id=self.user_id,
-                    agent_id=self.agent_id,
-                    config=self.config,
-                    **self.memory_kwargs,
-                )
+                # The first thread opens the journal and Chroma; the others share them.
+                if self._root is None:
+                    memory = self._root = TieredMemory.open(
+                        self.path,
+                        session_id=thread_id,
+                        user_id=self.user_id,
+                        agent_id=self.agent_id,
+                        config=self.config,
+                        **self.memory_kwargs,
+                    )
+                else:
+                    memory = self._root.for_session(thread_id)
                 # Ids already journaled (by an earlier process) are not journaled again.
                 self._journaled[thread_id] = {
                     lc["id"]
@@ -124,7 +129,11 @@ class TieredMemoryMiddleware(AgentMiddleware):
         """Close every opened session."""
         with self._lock:
             for memory in self._memories.values():
-                memory.close()
+                if memory is not self._root:
+                    memory.close()
+            if self._root is not None:
+                self._root.close()
+                self._root = None
             self._memories.clear()
             self._journaled.clear()
 

@@ -260,7 +260,9 @@ class SessionHistoryFactory:
                     memory = self._root
                 else:
                     memory = self._root.for_session(session_id)
-                history = TieredChatMessageHistory(memory, view=self.view, budget=self.budget, owns_memory=True)
+                history = TieredChatMessageHistory(
+                    memory, view=self.view, budget=self.budget, owns_memory=True
+                )
                 self._histories[session_id] = history
             return history
 

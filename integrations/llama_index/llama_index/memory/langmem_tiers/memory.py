@@ -140,7 +140,7 @@ class TieredChatMemory(BaseMemory):
                               " (budgets go in config=langmem_tiers.MemoryConfig(context_tokens=...))")
         memory = cls(path=str(path), session_id=session_id, user_id=user_id, agent_id=agent_id,
                      config=config, insert_method=insert_method, llm=llm, embed_model=embed_model)
-        if chat_history and memory.tiered.journal.count_messages(memory.tiered._ns_id) == 0:
+        if chat_history and memory.tiered.stats().messages == 0:
             memory.put_messages(chat_history)
         return memory
 

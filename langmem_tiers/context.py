@@ -50,7 +50,12 @@ class Omission:
 
 @dataclass(frozen=True)
 class Context:
-    """The messages to send, and an account of how the budget was spent."""
+    """The messages to send, and an account of how the budget was spent.
+
+    ``summary``, ``pinned`` and ``recalled`` are the parts of the memory message
+    (the first message, marked ``metadata={"langmem_tiers": "memory"}``), for adapters
+    that deliver them their own way.
+    """
 
     messages: tuple[Message, ...]
     tokens: TierTokens
@@ -58,6 +63,7 @@ class Context:
     recalled: tuple[RecallHit, ...]
     summary: str
     truncated: tuple[int, ...] = ()
+    pinned: tuple[str, ...] = ()
 
     def to_openai(self) -> list[dict[str, Any]]:
         """The messages in the OpenAI chat-completions format."""
@@ -151,7 +157,8 @@ def assemble(
         total=total,
         budget=budget,
     )
-    return Context(tuple(messages), tokens, tuple(left_out), tuple(hits), summary_text, truncated)
+    return Context(tuple(messages), tokens, tuple(left_out), tuple(hits), summary_text, truncated,
+                   tuple(pinned_lines))
 
 
 def _turns(window: Sequence[WindowMessage]) -> list[list[WindowMessage]]:

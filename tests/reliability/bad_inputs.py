@@ -55,8 +55,7 @@ ERR = dict.fromkeys(SURFACES, "error")
 CALL = {"id": "c1", "name": "lookup", "arguments": "{}"}
 
 CASES: tuple[Case, ...] = (
-    Case("None instead of a message", lambda: None, lambda: None, lambda: None,
-         xfail={"llama_index": "integration bug: put(None) raises AttributeError"}),
+    Case("None instead of a message", lambda: None, lambda: None, lambda: None),
     Case("content None (user)", lambda: {"role": "user", "content": None}, None,
          lambda: _li(content=None),
          expect={**ERR, "llama_index": "accept"},

@@ -313,6 +313,9 @@ def _strip_memory(message: ChatMessage) -> ChatMessage:
 
 
 def _convert(messages: Sequence[ChatMessage]) -> List[Message]:
+    for m in messages:
+        if not isinstance(m, ChatMessage):
+            raise InvalidMessageError(f"expected a LlamaIndex ChatMessage, got {type(m).__name__}")
     return [from_chat_message(_strip_memory(m)) for m in messages]
 
 

@@ -48,6 +48,7 @@ QUICKSTART = [
     4. the **journal** that keeps every message, so a reopened memory is complete.
     """),
     code("""
+    %matplotlib inline
     import tempfile
     import time
     from pathlib import Path
@@ -174,7 +175,10 @@ QUICKSTART = [
     Each question below is about a fact the user mentioned sessions ago; that turn is no longer in the
     window. `search()` returns recall hits with the parts of their score: the keyword rank (FTS5/bm25), the
     vector rank (MiniLM in Chroma), the fused reciprocal-rank score `rrf`, and the recency and importance
-    factors that weigh it into `score`. A `-` rank means that side did not find the turn.
+    factors that weigh it into `score`. A `-` rank means that side did not find the turn. The scripted
+    conversation is dated from March 2026, so by the time you run this the recency and importance factors
+    have decayed towards 0 and `score` is close to `rrf`. A question that shares no word with its fact
+    (the car: "pick" against "chose", and the fact never says "car") rests on the vector side alone.
     """),
     code("""
     window_ids = {m.id for m in memory.window()}
@@ -663,6 +667,7 @@ EVALUATION = [
     that the pipeline runs, they say nothing about quality.
     """),
     code("""
+    %matplotlib inline
     import json
     import tempfile
     import time

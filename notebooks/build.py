@@ -725,6 +725,8 @@ EVALUATION = [
         data = synthetic_locomo(tempfile.mkdtemp(prefix="locomo-synthetic-"))
         print(f"{DATA} is absent: using a tiny SYNTHETIC conversation in the official format ({data}).")
         print("Its scores only show that the pipeline runs; point DATA at the real file for meaningful numbers.")
+        print("(So short a conversation mostly fits the 256-token window of 'ours', and search() does not return "
+              "turns that are still in the window.)")
 
     haystacks = load_locomo(data, LIMIT)
     for hay in haystacks:
@@ -779,7 +781,7 @@ EVALUATION = [
         for i, (name, result) in enumerate(results.items()):
             values = [result["by_category"][c][metric] for c in categories] + [result["overall"][metric]]
             ax.bar([g + (i - (len(results) - 1) / 2) * width for g in range(len(groups))], values, width,
-                   label=name)
+                   label=f"{name} ({result['counts']['turns_per_unit']} turns/unit)")
         ax.set_xticks(range(len(groups)))
         ax.set_xticklabels([f"cat {c}" if c != "overall" else c for c in groups])
         ax.set_title(metric)

@@ -166,16 +166,20 @@ class TieredChatMessageHistory(BaseChatMessageHistory):
         return self._last_context
 
     def context_messages(self, query: str | None = None, budget: int | None = None) -> list[BaseMessage]:
-        """The budgeted context with recall for ``query`` (uncached, does not touch :attr:`messages`)."""
-        return messages_to_langchain(
-            self.memory.context(query, budget if budget is not None else self.budget).messages
-        )
+        """The budgeted context with recall for ``query`` (uncached, does not touch :attr:`messages`).
+
+        :attr:`last_context` then describes this context.
+        """
+        context = self.memory.context(query, budget if budget is not None else self.budget)
+        self._last_context = context
+        return messages_to_langchain(context.messages)
 
     async def acontext_messages(
         self, query: str | None = None, budget: int | None = None
     ) -> list[BaseMessage]:
         """Async :meth:`context_messages`."""
         context = await self.memory.acontext(query, budget if budget is not None else self.budget)
+        self._last_context = context
         return messages_to_langchain(context.messages)
 
     def refresh(self) -> None:

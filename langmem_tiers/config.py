@@ -9,6 +9,7 @@ from typing import Any, Literal
 from langmem_tiers.errors import ConfigError
 
 OversizePolicy = Literal["truncate", "keep", "error"]
+RecallUnit = Literal["turn", "message"]
 SummaryRole = Literal["system", "user", "assistant"]
 
 
@@ -36,6 +37,8 @@ class MemoryConfig:
             budget, or raise (``error``).
         max_message_chars: larger messages are refused with InvalidMessageError.
         index_batch_size: outbox rows embedded and written per batch.
+        recall_unit: what one recall record holds: a whole evicted ``turn`` (the user
+            message with the replies and tool results after it; default) or one ``message``.
     """
 
     model: str | None = None
@@ -54,6 +57,7 @@ class MemoryConfig:
     oversize_policy: OversizePolicy = "truncate"
     max_message_chars: int = 1_000_000
     index_batch_size: int = 64
+    recall_unit: RecallUnit = "turn"
 
     def __post_init__(self) -> None:
         for name in ("context_tokens", "window_tokens", "summary_tokens", "summary_input_tokens",
@@ -89,6 +93,8 @@ class MemoryConfig:
                 f"{self.summary_tokens} + {self.recall_tokens}) exceed context_tokens "
                 f"({self.context_tokens}): raise context_tokens or lower one of the shares"
             )
+        if self.recall_unit not in ("turn", "message"):
+            raise ConfigError(f"recall_unit ({self.recall_unit!r}) must be 'turn' or 'message'")
         if self.summary_role not in ("system", "user", "assistant"):
             raise ConfigError(f"summary_role ({self.summary_role!r}) must be system, user or assistant")
         if self.oversize_policy not in ("truncate", "keep", "error"):

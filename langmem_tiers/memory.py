@@ -232,7 +232,7 @@ class TieredMemory:
                 evicted = tx.messages_between(state.window_start - 1, plan.window_start)
                 by_id = {m.id: m for m in evicted}
                 for turn in plan.evicted_turns:
-                    tx.insert_records(turn_records([by_id[i] for i in turn if i in by_id]))
+                    tx.insert_records(turn_records([by_id[i] for i in turn if i in by_id], unit=cfg.recall_unit))
             return stored, True
 
     # --- summary --------------------------------------------------------------

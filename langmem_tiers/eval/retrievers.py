@@ -14,7 +14,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from langmem_tiers.embedders.base import Embedder
 from langmem_tiers.errors import ConfigError, MissingDependencyError
@@ -26,11 +26,15 @@ OURS_WINDOW_TOKENS = 256
 OURS_SUMMARY_TOKENS = 128
 OURS_RECALL_TOKENS = 1024
 OURS_CONTEXT_TOKENS = 2048
+# A recall record is a whole turn (user message + replies), so a hit covers ~2 LoCoMo turns;
+# "message" makes hits single messages, the unit of the bm25/dense/langchain baselines.
+OURS_RECALL_UNIT: Final = "turn"
 OURS_BUDGETS = {
     "window_tokens": OURS_WINDOW_TOKENS,
     "summary_tokens": OURS_SUMMARY_TOKENS,
     "recall_tokens": OURS_RECALL_TOKENS,
     "context_tokens": OURS_CONTEXT_TOKENS,
+    "recall_unit": OURS_RECALL_UNIT,
 }
 
 
@@ -161,6 +165,7 @@ class OursRetriever:
             window_tokens=self._window_tokens,
             summary_tokens=OURS_SUMMARY_TOKENS,
             recall_tokens=OURS_RECALL_TOKENS,
+            recall_unit=OURS_RECALL_UNIT,
         )
         # One folder per store, so one fixed session id: the whole haystack is one conversation.
         self._mem = TieredMemory.open(Path(self._tmp.name), session_id="eval", config=config, embedder=self._embedder)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Protocol
 
+from langmem_tiers.config import RecallUnit
 from langmem_tiers.embedders.base import Embedder
 from langmem_tiers.errors import ConfigError, MissingDependencyError
 from langmem_tiers.eval.datasets import Turn
@@ -148,9 +149,11 @@ class OursRetriever:
     covers the journal messages in its ``message_ids``.
     """
 
-    def __init__(self, embedder: Embedder, window_tokens: int = OURS_WINDOW_TOKENS) -> None:
+    def __init__(self, embedder: Embedder, window_tokens: int = OURS_WINDOW_TOKENS,
+                 recall_unit: RecallUnit = OURS_RECALL_UNIT) -> None:
         self._embedder = embedder
         self._window_tokens = window_tokens
+        self._recall_unit = recall_unit
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._mem: Any = None
         self._ids: dict[int, str] = {}
@@ -165,7 +168,7 @@ class OursRetriever:
             window_tokens=self._window_tokens,
             summary_tokens=OURS_SUMMARY_TOKENS,
             recall_tokens=OURS_RECALL_TOKENS,
-            recall_unit=OURS_RECALL_UNIT,
+            recall_unit=self._recall_unit,
         )
         # One folder per store, so one fixed session id: the whole haystack is one conversation.
         self._mem = TieredMemory.open(Path(self._tmp.name), session_id="eval", config=config, embedder=self._embedder)
@@ -194,12 +197,7 @@ class OursRetriever:
 
     def close(self) -> None:
         if self._mem is not None:
-            closer = getattr(self._mem, "close", None) or getattr(self._mem, "__exit__", None)
-            if closer is not None:
-                if closer.__name__ == "__exit__":
-                    closer(None, None, None)
-                else:
-                    closer()
+            self._mem.close()
             self._mem = None
         if self._tmp is not None:
             self._tmp.cleanup()
@@ -223,10 +221,11 @@ def ours_available() -> str | None:
 
 # --- registry ----------------------------------------------------------------------------------
 
-RETRIEVERS = ("ours", "bm25", "dense", "langchain", "llamaindex")
+RETRIEVERS = ("ours", "ours-message", "bm25", "dense", "langchain", "llamaindex")
 
 UNITS = {
     "ours": "recall hit (TieredMemory.search result; covers the journal messages in message_ids)",
+    "ours-message": "recall hit with recall_unit='message' (one journal message per hit, like bm25/dense)",
     "bm25": "turn",
     "dense": "turn",
     "langchain": "turn (one save_context document per turn)",
@@ -250,11 +249,12 @@ def get_retriever(name: str, embedder: Callable[[], Embedder] = make_embedder) -
     factory: Callable[[], Retriever]
     if name == "dense":
         factory = lambda: DenseRetriever(emb())  # noqa: E731
-    elif name == "ours":
+    elif name in ("ours", "ours-message"):
         reason = ours_available()
         if reason is not None:
-            raise ConfigError(f"retriever 'ours' cannot run: {reason}")
-        factory = lambda: OursRetriever(emb())  # noqa: E731
+            raise ConfigError(f"retriever {name!r} cannot run: {reason}")
+        unit: RecallUnit = "message" if name == "ours-message" else OURS_RECALL_UNIT
+        factory = lambda: OursRetriever(emb(), recall_unit=unit)  # noqa: E731
     else:
         # Imported by name so that mypy (strict on the harness) does not follow into the
         # framework code, and so that the frameworks load only when asked for.

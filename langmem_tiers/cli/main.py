@@ -223,7 +223,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("benchmark", choices=("locomo", "longmemeval"))
     p.add_argument("--data", required=True)
     p.add_argument("--k", default="5,10,25")
-    p.add_argument("--retriever", default="ours")
+    p.add_argument("--retriever", default="ours",
+                   help="ours, ours-message, bm25, dense, langchain or llamaindex")
     p.add_argument("--limit", type=int, default=None)
     p.add_argument("--json", default=None)
     p.set_defaults(func=cmd_eval)

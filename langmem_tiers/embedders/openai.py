@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from langmem_tiers.errors import ConfigError, RecallError, require
+from langmem_tiers.openai_clients import OpenAIClients
 
 DEFAULT_MODEL = "text-embedding-3-small"
 
@@ -91,14 +92,8 @@ class OpenAIEmbedder:
         self.batch_size = batch_size
         self._dimension = dimensions if dimensions is not None else MODEL_DIMENSIONS[model]
         self.key = f"openai:{model}:{self._dimension}"
-        self._client = client
-        self._async_client = async_client
-        # Clients passed in belong to the caller; only those built here are closed here.
-        self._owns_client = client is None
-        self._owns_async_client = async_client is None
-        self._client_options: dict[str, Any] = {
-            "base_url": base_url, "api_key": api_key, "timeout": float(timeout), "max_retries": max_retries,
-        }
+        self._clients = OpenAIClients(client=client, async_client=async_client, base_url=base_url,
+                                      api_key=api_key, timeout=timeout, max_retries=max_retries)
 
     @property
     def dimension(self) -> int:
@@ -153,7 +148,7 @@ class OpenAIEmbedder:
         out: list[list[float]] = []
         for batch in self._batches(texts):
             try:
-                response = self._sync_client().embeddings.create(**self._params(batch))
+                response = self._clients.sync().embeddings.create(**self._params(batch))
             except Exception as e:  # openai errors, and JSON errors from a broken proxy
                 raise self._failure(e) from e
             out.extend(self._vectors(response, len(batch)))
@@ -164,7 +159,7 @@ class OpenAIEmbedder:
         out: list[list[float]] = []
         for batch in self._batches(texts):
             try:
-                response = await self._aclient().embeddings.create(**self._params(batch))
+                response = await self._clients.async_().embeddings.create(**self._params(batch))
             except Exception as e:
                 raise self._failure(e) from e
             out.extend(self._vectors(response, len(batch)))
@@ -172,25 +167,8 @@ class OpenAIEmbedder:
 
     def close(self) -> None:
         """Close the sync HTTP client built here (injected clients are left open)."""
-        if self._owns_client and self._client is not None:
-            self._client.close()
-            self._client = None
+        self._clients.close()
 
     async def aclose(self) -> None:
         """Close both HTTP clients built here; call from the event loop that used the async one."""
-        self.close()
-        if self._owns_async_client and self._async_client is not None:
-            await self._async_client.close()
-            self._async_client = None
-
-    def _sync_client(self) -> Any:
-        if self._client is None:
-            openai: Any = require("openai", "openai")
-            self._client = openai.OpenAI(**self._client_options)
-        return self._client
-
-    def _aclient(self) -> Any:
-        if self._async_client is None:
-            openai: Any = require("openai", "openai")
-            self._async_client = openai.AsyncOpenAI(**self._client_options)
-        return self._async_client
+        await self._clients.aclose()

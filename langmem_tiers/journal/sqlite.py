@@ -217,21 +217,8 @@ class SqliteJournal:
     @contextmanager
     def write(self, ns_id: int) -> Iterator[_SqliteWrite]:
         """A serialized write transaction; commits on exit, rolls back on error."""
-        with self._lock:
-            self._check_open()
-            try:
-                self._db.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as e:
-                raise JournalError(f"journal {self.path} is not writable: {e}") from e
-            try:
-                yield _SqliteWrite(self._db, ns_id)
-                self._db.execute("COMMIT")
-            except sqlite3.Error as e:
-                self._rollback()
-                raise JournalError(f"journal write failed and was rolled back: {e}") from e
-            except BaseException:
-                self._rollback()
-                raise
+        with self._txn() as db:
+            yield _SqliteWrite(db, ns_id)
 
     @contextmanager
     def read(self) -> Iterator[_SqliteRead]:

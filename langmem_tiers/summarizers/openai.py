@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from langmem_tiers.errors import ConfigError, SummarizerError, require
+from langmem_tiers.openai_clients import OpenAIClients
 from langmem_tiers.summarizers.base import (
     DEFAULT_COMPRESS_PROMPT,
     DEFAULT_SUMMARY_PROMPT,
@@ -80,14 +81,8 @@ class OpenAISummarizer:
         self.prompt = prompt
         self.compress_prompt = compress_prompt
         self.system_prompt = system_prompt
-        self._client = client
-        self._async_client = async_client
-        # Clients passed in belong to the caller; only those built here are closed here.
-        self._owns_client = client is None
-        self._owns_async_client = async_client is None
-        self._client_options: dict[str, Any] = {
-            "base_url": base_url, "api_key": api_key, "timeout": float(timeout), "max_retries": max_retries,
-        }
+        self._clients = OpenAIClients(client=client, async_client=async_client, base_url=base_url,
+                                      api_key=api_key, timeout=timeout, max_retries=max_retries)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **kwargs: Any) -> OpenAISummarizer | None:
@@ -155,7 +150,7 @@ class OpenAISummarizer:
         """Return the new summary text; raise :class:`SummarizerError` on any failure."""
         params = self._params(request)
         try:
-            response = self._sync_client().chat.completions.create(**params)
+            response = self._clients.sync().chat.completions.create(**params)
         except Exception as e:  # openai errors, and JSON errors from a broken proxy
             raise self._failure(e) from e
         return self._text(response)
@@ -164,35 +159,18 @@ class OpenAISummarizer:
         """Async :meth:`summarize`."""
         params = self._params(request)
         try:
-            response = await self._aclient().chat.completions.create(**params)
+            response = await self._clients.async_().chat.completions.create(**params)
         except Exception as e:
             raise self._failure(e) from e
         return self._text(response)
 
     def close(self) -> None:
         """Close the sync HTTP client built here (injected clients are left open)."""
-        if self._owns_client and self._client is not None:
-            self._client.close()
-            self._client = None
+        self._clients.close()
 
     async def aclose(self) -> None:
         """Close both HTTP clients built here; call from the event loop that used the async one."""
-        self.close()
-        if self._owns_async_client and self._async_client is not None:
-            await self._async_client.close()
-            self._async_client = None
-
-    def _sync_client(self) -> Any:
-        if self._client is None:
-            openai: Any = require("openai", "openai")
-            self._client = openai.OpenAI(**self._client_options)
-        return self._client
-
-    def _aclient(self) -> Any:
-        if self._async_client is None:
-            openai: Any = require("openai", "openai")
-            self._async_client = openai.AsyncOpenAI(**self._client_options)
-        return self._async_client
+        await self._clients.aclose()
 
 
 def _check_template(name: str, template: str) -> None:

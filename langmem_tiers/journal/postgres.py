@@ -400,9 +400,22 @@ class PostgresJournal:
         return [_row_record(r) for r in rows]
 
     def count_records(self, ns_id: int) -> int:
+        return self.record_stats(ns_id)[0]
+
+    def record_stats(self, ns_id: int) -> tuple[int, int]:
+        """How many records a session has, and its largest record id (0 when none)."""
         with self._autocommit() as conn:
-            row = conn.execute("SELECT count(*) FROM records WHERE ns = %s", (ns_id,)).fetchone()
-        return int(row[0]) if row else 0
+            row = conn.execute(
+                "SELECT count(*), coalesce(max(id), 0) FROM records WHERE ns = %s", (ns_id,)
+            ).fetchone()
+        return (int(row[0]), int(row[1])) if row else (0, 0)
+
+    def record_ids(self, ns_id: int, after: int = 0) -> list[int]:
+        with self._autocommit() as conn:
+            rows = conn.execute(
+                "SELECT id FROM records WHERE ns = %s AND id > %s ORDER BY id", (ns_id, after)
+            ).fetchall()
+        return [int(r[0]) for r in rows]
 
     def scoped_records(self, ns_ids: Sequence[int], kinds: Sequence[str] | None = None,
                        pinned_only: bool = False) -> list[Record]:

@@ -352,8 +352,18 @@ class SqliteJournal:
     # --- records, keyword index, outbox ---------------------------------------
 
     def count_records(self, ns_id: int) -> int:
+        return self.record_stats(ns_id)[0]
+
+    def record_stats(self, ns_id: int) -> tuple[int, int]:
+        """How many records a session has, and its largest record id (0 when none)."""
         with self._autocommit() as db:
-            return int(db.execute("SELECT count(*) FROM records WHERE ns=?", (ns_id,)).fetchone()[0])
+            row = db.execute("SELECT count(*), coalesce(max(id), 0) FROM records WHERE ns=?", (ns_id,)).fetchone()
+        return int(row[0]), int(row[1])
+
+    def record_ids(self, ns_id: int, after: int = 0) -> list[int]:
+        with self._autocommit() as db:
+            rows = db.execute("SELECT id FROM records WHERE ns=? AND id>? ORDER BY id", (ns_id, after)).fetchall()
+        return [int(r[0]) for r in rows]
 
     def records(self, ids: Sequence[int]) -> list[Record]:
         with self._autocommit() as db:

@@ -26,6 +26,7 @@ from langmem_tiers.flow import Blocking, Embed, Flow
 from langmem_tiers.journal.base import Journal, Namespace, Record, Scope
 from langmem_tiers.recall.fusion import FusionParams, fuse, jaccard
 from langmem_tiers.recall.hits import RecallHit
+from langmem_tiers.recall.session_vectors import SessionVectors
 from langmem_tiers.recall.vector_store import ChromaStore
 
 log = logging.getLogger(__name__)
@@ -61,6 +62,9 @@ class RecallIndex:
         self.batch_size = batch_size
         self.last_error: str | None = None
         self._uid: str = getattr(journal, "uid", "")
+        self._session_vectors = (
+            SessionVectors(journal, store, self.vector_id, self._record_id) if store is not None else None
+        )
 
     @property
     def vectors(self) -> bool:
@@ -114,6 +118,8 @@ class RecallIndex:
                     yield Blocking(lambda: store.upsert(
                         [self.vector_id(r.id) for r in records], vectors, [r.text for r in records],
                         [self._metadata(r) for r in records]))
+                    if self._session_vectors is not None:
+                        self._session_vectors.invalidate(records)
             except Exception as e:  # any outage: keep the rows, retry later
                 self.last_error = f"{type(e).__name__}: {e}"
                 log.warning("recall indexing failed, %d rows stay pending: %s", len(ids), self.last_error)
@@ -153,17 +159,24 @@ class RecallIndex:
             store = self.store
             try:
                 (vector,) = yield Embed([query])
-                where = self.where(scope)
-                if kinds:
-                    where = {"$and": [*where["$and"], {"kind": {"$in": kinds}}]}
-                hits = yield Blocking(lambda: store.query(vector, want, where))
-                vector_ids = [str(rid) for h in hits if (rid := self._record_id(h.id)) is not None]
+                if scope.kind == "session" and self._session_vectors is not None:
+                    # Exact search over the session's own vectors (see session_vectors.py).
+                    cache = self._session_vectors
+                    found = yield Blocking(lambda: cache.search(ns_ids[0], scope.namespace, vector, want))
+                    vector_ids = [str(rid) for rid in found]
+                else:
+                    where = self.where(scope)
+                    if kinds:
+                        where = {"$and": [*where["$and"], {"kind": {"$in": kinds}}]}
+                    hits = yield Blocking(lambda: store.query(vector, want, where))
+                    vector_ids = [str(rid) for h in hits if (rid := self._record_id(h.id)) is not None]
             except Exception as e:  # vector side down: answer from keywords alone
                 self.last_error = f"{type(e).__name__}: {e}"
                 log.warning("vector recall failed, using keyword recall only: %s", self.last_error)
         candidates = list(dict.fromkeys([*vector_ids, *keyword_ids]))
         records = yield Blocking(lambda: self.journal.records([int(c) for c in candidates]))
-        by_id = {str(r.id): r for r in records if scope.matches(r.namespace)}
+        by_id = {str(r.id): r for r in records
+                 if scope.matches(r.namespace) and (not filters.kinds or r.kind in filters.kinds)}
         now = time.time() if now is None else now
         fused = fuse(
             [c for c in keyword_ids if c in by_id], [c for c in vector_ids if c in by_id],

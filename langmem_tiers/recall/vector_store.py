@@ -297,6 +297,23 @@ class ChromaStore:
                 )
         return [found[i] for i in ids if i in found]
 
+    def embeddings(self, ids: Sequence[str]) -> tuple[list[str], Any]:
+        """The stored vectors of ``ids`` as one float32 numpy matrix (missing ids are skipped)."""
+        import numpy as np
+
+        ids = _ids(ids)
+        found: list[str] = []
+        rows: list[Any] = []
+        for start in range(0, len(ids), self._max_batch):
+            result = self._call("get", ids=list(ids[start : start + self._max_batch]), include=["embeddings"])
+            embs = result.get("embeddings")
+            if embs is None or len(result["ids"]) == 0:
+                continue
+            found += list(result["ids"])
+            rows.append(np.asarray(embs, dtype=np.float32))
+        dim = rows[0].shape[1] if rows else 0
+        return found, (np.concatenate(rows) if rows else np.empty((0, dim), dtype=np.float32))
+
     def delete(self, ids: Sequence[str] | None = None, where: Mapping[str, Any] | None = None) -> None:
         """Delete rows by id, by filter, or ids matching the filter.
 

@@ -1,0 +1,65 @@
+"""The in-process copy of a session's vectors agrees with Chroma as records come and go."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+
+from langmem_tiers import MemoryConfig, TieredMemory, WordCounter
+from langmem_tiers.embedders.callable import CallableEmbedder
+
+DIM = 32
+
+
+def _vectors(texts: list[str]) -> list[list[float]]:
+    out = []
+    for text in texts:
+        seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
+        v = np.random.default_rng(seed).standard_normal(DIM)
+        out.append((v / np.linalg.norm(v)).tolist())
+    return out
+
+
+def _open(path: Path, session: str = "s") -> TieredMemory:
+    config = MemoryConfig(context_tokens=400, window_tokens=60, summary_tokens=20, recall_tokens=100)
+    return TieredMemory.open(path, session_id=session, user_id="u", config=config, counter=WordCounter(),
+                             embedder=CallableEmbedder(_vectors, dimension=DIM, key="test:hash32"))
+
+
+def _exact(memory: TieredMemory, query: str, k: int) -> list[int]:
+    """Brute force over what Chroma holds for this session."""
+    assert memory.recall is not None and memory.recall.store is not None
+    ids = [r.id for r in memory.journal.scoped_records([memory._ns_id])]
+    found, matrix = memory.recall.store.embeddings([memory.recall.vector_id(i) for i in ids])
+    scores = matrix @ np.asarray(_vectors([query])[0], dtype=np.float32)
+    order = np.argsort(-scores)[:k]
+    return [int(found[i].rsplit(":", 1)[1]) for i in order]
+
+
+def test_session_search_is_exact_and_follows_changes(tmp_path: Path) -> None:
+    with _open(tmp_path) as memory, memory.for_session("other") as other:
+        for i in range(20):
+            memory.add("user", f"fact number {i} about topic {i % 5}")
+            memory.add("assistant", f"noted fact {i}")
+            other.add("user", f"other session fact {i}")
+        memory.flush()
+        other.flush()
+        cache = memory.recall._session_vectors  # type: ignore[union-attr]
+        assert cache is not None
+        ns = memory._ns_id
+        query = _vectors(["fact number 3 about topic 3"])[0]
+        assert cache.search(ns, memory.namespace, query, 5) == _exact(memory, "fact number 3 about topic 3", 5)
+        # Additions are picked up incrementally, deletions by a rebuild, other sessions never leak in.
+        for i in range(20, 26):
+            memory.add("user", f"fact number {i} about topic {i % 5}")
+        memory.flush()
+        assert cache.search(ns, memory.namespace, query, 8) == _exact(memory, "fact number 3 about topic 3", 8)
+        first = memory.journal.record_ids(ns)[0]
+        memory.forget(first)
+        after = cache.search(ns, memory.namespace, query, 50)
+        assert first not in after
+        assert after == _exact(memory, "fact number 3 about topic 3", 50)
+        other_ids = set(other.journal.record_ids(other._ns_id))
+        assert not other_ids & set(after)

@@ -30,7 +30,8 @@ def _open(path: Path, session: str = "s") -> TieredMemory:
 
 def _exact(memory: TieredMemory, query: str, k: int) -> list[int]:
     """Brute force over what Chroma holds for this session."""
-    assert memory.recall is not None and memory.recall.store is not None
+    assert memory.recall is not None
+    assert memory.recall.store is not None
     ids = [r.id for r in memory.journal.scoped_records([memory._ns_id])]
     found, matrix = memory.recall.store.embeddings([memory.recall.vector_id(i) for i in ids])
     scores = matrix @ np.asarray(_vectors([query])[0], dtype=np.float32)

@@ -2,6 +2,11 @@
 
     .venv/bin/python benchmarks/core_latency.py                      # 1k and 100k messages, keyword + vector recall
     .venv/bin/python benchmarks/core_latency.py --sizes 1000 --quick # a fast smoke run
+    .venv/bin/python benchmarks/core_latency.py --vocab small        # worst case: every record matches every query
+
+Text: ``--vocab zipf`` (default) draws words from 5,000 synthetic words with Zipf-distributed
+frequencies, as natural language has; ``--vocab small`` uses 33 words, so every query word is
+in about a third of all records and keyword ranking must score most of the session.
 
 For each journal size N, a session is filled with N messages through the public API
 (user/assistant turns, add_messages per turn), everything is indexed, then:
@@ -31,8 +36,28 @@ WORDS = ("budget trip Porto wedding flight piano lesson billing migration marath
          "deploy database cache latency garden basil podcast history hike").split()
 
 
+ZIPF_WORDS = [f"{a}{b}{c}" for a in ("ka", "lo", "mi", "ne", "pu", "ra", "so", "ti", "vu", "ze")
+              for b in ("b", "d", "g", "k", "m", "n", "p", "r", "s", "t")
+              for c in ("ao", "el", "in", "or", "us", "ax", "ey", "ib", "on", "um", "ar", "et", "iz",
+                        "op", "uk", "av", "ek", "il", "ot", "ud", "aj", "em", "ix", "oz", "ug",
+                        "ab", "ef", "ih", "ol", "ut", "ac", "eg", "im", "oy", "uz", "ad", "eh", "ir",
+                        "ow", "uv", "ag", "ej", "is", "ob", "ux", "ah", "ep", "it", "oc", "uy")]
+ZIPF_WEIGHTS = [1 / (rank + 1) ** 1.1 for rank in range(len(ZIPF_WORDS))]
+VOCAB = "zipf"
+
+
 def sentence(rng: random.Random, n: int = 14) -> str:
-    return " ".join(rng.choice(WORDS) for _ in range(n)).capitalize() + "."
+    if VOCAB == "zipf":
+        words = rng.choices(ZIPF_WORDS, weights=ZIPF_WEIGHTS, k=n)
+    else:
+        words = [rng.choice(WORDS) for _ in range(n)]
+    return " ".join(words).capitalize() + "."
+
+
+def question(rng: random.Random) -> str:
+    pick = (lambda: rng.choices(ZIPF_WORDS, weights=ZIPF_WEIGHTS)[0]) if VOCAB == "zipf" else (
+        lambda: rng.choice(WORDS))
+    return f"What did I say about the {pick()} and the {pick()}?"
 
 
 def pct(values: list[float], q: float) -> float:
@@ -61,13 +86,12 @@ def measure(size: int, vectors: bool, samples: int) -> dict[str, Any]:
         memory.flush()
         context_ms = []
         for _ in range(samples):
-            question = f"What did I say about the {rng.choice(WORDS)} and the {rng.choice(WORDS)}?"
             t0 = time.perf_counter()
-            ctx = memory.context(question)
+            ctx = memory.context(question(rng))
             context_ms.append((time.perf_counter() - t0) * 1000)
         stats = memory.stats()
     return {
-        "messages": stats.messages, "recall": "keyword+vector" if vectors else "keyword",
+        "messages": stats.messages, "recall": "keyword+vector" if vectors else "keyword", "vocab": VOCAB,
         "fill_s": round(fill_s, 1), "index_s": round(index_s, 1),
         "add_ms_p50": round(statistics.median(add_ms), 3), "add_ms_p95": round(pct(add_ms, 0.95), 3),
         "context_ms_p50": round(statistics.median(context_ms), 2),
@@ -106,9 +130,12 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=300)
     parser.add_argument("--no-vectors", action="store_true", help="keyword recall only")
     parser.add_argument("--quick", action="store_true", help="fewer samples")
+    parser.add_argument("--vocab", choices=("zipf", "small"), default="zipf")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     samples = 50 if args.quick else args.samples
+    global VOCAB
+    VOCAB = args.vocab
     results: dict[str, Any] = {
         "machine": f"{platform.machine()}, {platform.processor() or 'cpu'}, python {platform.python_version()}",
         "date": time.strftime("%Y-%m-%d"), "latency": [],

@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/scale.py --sizes 1000,10000,100000          # about 10 minutes here
     .venv/bin/python benchmarks/scale.py --sizes 1000,1000000 --no-vectors  # the 1M journal, keyword recall
+    .venv/bin/python benchmarks/scale.py --sizes 100000 --servers           # PostgreSQL + Chroma server
 
 For each size N, N filler messages spread over N/100 sessions (100 messages each, as
 user/assistant turns) are written straight through the journal in large transactions,
@@ -9,7 +10,9 @@ with one recall record per turn, as eviction would have left them. Filler record
 random unit vectors in Chroma: this measures latency at that index size, not recall
 quality (the evaluation harness measures quality). Then one live session is driven
 through the public API: add() per message (durable), context() with recall for a new
-question, and search() with k=10 at session and user scope.
+question, and search() with k=10 at session and user scope. With ``--servers`` the journal is a
+throwaway PostgreSQL cluster and the vectors a ``chroma run`` server, both on 127.0.0.1 (started
+with the test suite's helpers in tests/support).
 """
 
 from __future__ import annotations
@@ -76,12 +79,13 @@ def fill(memory: TieredMemory, size: int, rng: random.Random, vectors: bool) -> 
         journal.outbox_done(journal.outbox(2 * len(record_ids)))
 
 
-def measure(size: int, vectors: bool, samples: int) -> dict[str, Any]:
+def measure(size: int, vectors: bool, samples: int, journal_url: str | None = None,
+            chroma: str | None = None) -> dict[str, Any]:
     rng = random.Random(size)
     config = MemoryConfig(context_tokens=4000, window_tokens=2000, summary_tokens=400, recall_tokens=800)
     folder = Path(tempfile.mkdtemp(prefix="lt-scale-"))
-    with TieredMemory.open(folder, session_id="live", user_id="user-0", config=config,
-                           embedder=None if vectors else False) as memory:
+    with TieredMemory.open(journal_url or folder, session_id="live", user_id="user-0", config=config,
+                           embedder=None if vectors else False, chroma=chroma) as memory:
         t0 = time.perf_counter()
         fill(memory, size, rng, vectors)
         fill_s = time.perf_counter() - t0
@@ -112,7 +116,8 @@ def measure(size: int, vectors: bool, samples: int) -> dict[str, Any]:
         "search_ms_p50": round(statistics.median(search_ms), 2), "search_ms_p95": round(pct(search_ms, 0.95), 2),
         "user_scope_search_ms_p50": round(statistics.median(user_ms), 2),
         "max_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
-        "journal_mb": round(os.path.getsize(folder / "journal.sqlite3") / 2**20, 1),
+        "journal": "postgresql" if journal_url else "sqlite",
+        "vectors_in": "chroma server" if chroma else "embedded chroma",
     }
 
 
@@ -121,17 +126,45 @@ def main() -> None:
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--samples", type=int, default=200)
     parser.add_argument("--no-vectors", action="store_true")
+    parser.add_argument("--servers", action="store_true", help="PostgreSQL journal + Chroma server")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
+    if args.servers:
+        import contextlib
+        import sys
+
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+        from tests.support.chroma_server import chroma_server
+        from tests.support.postgres import postgres_server
+
+        with contextlib.ExitStack() as stack:
+            url = stack.enter_context(postgres_server())
+            host, port = stack.enter_context(chroma_server(Path(tempfile.mkdtemp(prefix="lt-chroma-"))))
+            run(args, url, f"http://{host}:{port}")
+    else:
+        run(args, None, None)
+
+
+def run(args: argparse.Namespace, journal_url: str | None, chroma: str | None) -> None:
     rows = []
     print(json.dumps({"machine": f"{platform.machine()} {os.cpu_count()} cores, python {platform.python_version()}",
                       "date": time.strftime("%Y-%m-%d")}))
     for size in (int(s) for s in args.sizes.split(",")):
-        row = measure(size, vectors=not args.no_vectors, samples=args.samples)
+        if journal_url:  # a fresh schema per size: drop what the previous size left
+            _reset_postgres(journal_url)
+        row = measure(size, vectors=not args.no_vectors, samples=args.samples, journal_url=journal_url,
+                      chroma=chroma)
         rows.append(row)
         print(json.dumps(row), flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2))
+
+
+def _reset_postgres(url: str) -> None:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("DROP SCHEMA IF EXISTS langmem_tiers CASCADE")
 
 
 if __name__ == "__main__":

@@ -17,8 +17,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from langmem_tiers.journal.base import Journal, Namespace, Record
 from langmem_tiers.recall.vector_store import ChromaStore
 
@@ -49,6 +47,8 @@ class SessionVectors:
 
     def search(self, ns_id: int, namespace: Namespace, query: Sequence[float], k: int) -> list[int]:
         """Record ids of the ``k`` nearest vectors of one session, nearest first."""
+        import numpy as np  # imported where first used: `import langmem_tiers` stays light
+
         vectors = self._current(ns_id, namespace)
         if len(vectors.ids) == 0 or k <= 0:
             return []
@@ -74,6 +74,8 @@ class SessionVectors:
                 del self._cache[ns_id]
 
     def _current(self, ns_id: int, namespace: Namespace) -> _Vectors:
+        import numpy as np
+
         count, max_id = self.journal.record_stats(ns_id)
         with self._lock:
             cached = self._cache.get(ns_id)
@@ -91,6 +93,8 @@ class SessionVectors:
         return self._keep(ns_id, self._fetch(namespace, self.journal.record_ids(ns_id), count, max_id))
 
     def _fetch(self, namespace: Namespace, record_ids: Sequence[int], count: int, max_id: int) -> _Vectors:
+        import numpy as np
+
         found, matrix = self.store.embeddings([self._vector_id(r) for r in record_ids])
         ids = np.array([self._record_id(v) for v in found], dtype=np.int64)
         if len(found):

@@ -189,6 +189,9 @@ class RecallIndex:
             r = by_id[cid]
             if not _passes(r, filters):
                 continue
+            # One hit per turn: a long turn is indexed as several chunks, the best one speaks for it.
+            if r.message_ids and any(h.message_ids == r.message_ids for h in out):
+                continue
             if any(jaccard(r.text, h.text) >= self.dedupe_threshold for h in out):
                 continue
             out.append(_hit(r, parts.total, asdict(parts)))

@@ -78,18 +78,21 @@ def words() -> WordCounter:
     return WordCounter()
 
 
+# Small budgets in words; no retry backoff so tests never wait.
+SMALL_CONFIG = MemoryConfig(
+    context_tokens=400,
+    window_tokens=100,
+    window_low_ratio=0.6,
+    summary_tokens=40,
+    recall_tokens=100,
+    summary_retry_base_s=0,
+    summary_retry_max_s=0,
+)
+
+
 @pytest.fixture
 def small_config() -> MemoryConfig:
-    """Small budgets in words; no retry backoff so tests never wait."""
-    return MemoryConfig(
-        context_tokens=400,
-        window_tokens=100,
-        window_low_ratio=0.6,
-        summary_tokens=40,
-        recall_tokens=100,
-        summary_retry_base_s=0,
-        summary_retry_max_s=0,
-    )
+    return SMALL_CONFIG
 
 
 @pytest.fixture

@@ -10,17 +10,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from langmem_tiers import MemoryConfig, TieredMemory, WordCounter
+from langmem_tiers import TieredMemory, WordCounter
 from langmem_tiers.journal.base import Scope
 
-CONFIG = MemoryConfig(
-    context_tokens=400,
-    window_tokens=100,
-    summary_tokens=40,
-    recall_tokens=100,
-    summary_retry_base_s=0,
-    summary_retry_max_s=0,
-)
+from .conftest import SMALL_CONFIG as CONFIG
+
 TOPICS = [
     ("My dog Rex loves chasing tennis balls in the park every morning", "Rex is a happy dog"),
     ("I am allergic to peanuts so please avoid them in recipes", "Noted, no peanuts"),

@@ -10,22 +10,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from langmem_tiers import MemoryConfig, Message, SummarizerError, TieredMemory, ToolCall, WordCounter
+from langmem_tiers import Message, SummarizerError, TieredMemory, ToolCall, WordCounter
 from langmem_tiers.journal.base import WindowEntry
 from langmem_tiers.tokens import count_messages
 from langmem_tiers.window import plan_window, split_turns
 
+from .conftest import SMALL_CONFIG as CONFIG
 from .conftest import FailingSummarizer, RecordingSummarizer
 
-CONFIG = MemoryConfig(
-    context_tokens=400,
-    window_tokens=100,
-    window_low_ratio=0.6,
-    summary_tokens=40,
-    recall_tokens=100,
-    summary_retry_base_s=0,
-    summary_retry_max_s=0,
-)
 WORDS = WordCounter()
 
 # --- the pure planner --------------------------------------------------------

@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from langmem_tiers.embedders.base import Embedder
 from langmem_tiers.errors import ConfigError
 from langmem_tiers.flow import Blocking, Embed, Flow
-from langmem_tiers.journal.base import Journal, Namespace, Record, Scope
+from langmem_tiers.journal.base import Journal, Record, Scope
 from langmem_tiers.recall.fusion import FusionParams, fuse, jaccard
 from langmem_tiers.recall.hits import RecallHit
 from langmem_tiers.recall.session_vectors import SessionVectors
@@ -252,6 +252,3 @@ def _hit(r: Record, score: float, parts: Mapping[str, Any]) -> RecallHit:
         importance=r.importance, pinned=r.pinned, tags=r.tags, metadata=r.metadata,
     )
 
-
-def namespaces_of(records: Sequence[Record]) -> set[Namespace]:
-    return {r.namespace for r in records}

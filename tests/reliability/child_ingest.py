@@ -20,11 +20,12 @@ the embedder widens the windows in which a kill lands mid-summary or mid-indexin
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import random
 import sys
 import time
+
+from workers import hashed_vectors as shared_hashed_vectors  # run as a script from this folder
 
 SESSION = "crash"
 USER = "u-crash"
@@ -32,16 +33,9 @@ WORDS = ("apple", "river", "quantum", "ledger", "violet", "harbor", "engine", "m
 
 
 def hashed_vectors(texts: list[str]) -> list[list[float]]:
-    """A deterministic 16-d bag-of-words embedding (the model is not under test here)."""
-    out = []
-    for text in texts:
-        vec = [0.0] * 16
-        for word in text.lower().split():
-            vec[hashlib.blake2b(word.encode(), digest_size=1).digest()[0] % 16] += 1.0
-        vec[0] += 0.01
-        out.append(vec)
+    """The shared test embedder, slowed a little so kills land during indexing too."""
     time.sleep(0.01)
-    return out
+    return shared_hashed_vectors(texts)
 
 
 def build(path: str, mode: str):  # type: ignore[no-untyped-def]

@@ -10,6 +10,7 @@ from langmem_tiers.errors import ConfigError
 
 OversizePolicy = Literal["truncate", "keep", "error"]
 RecallUnit = Literal["turn", "message"]
+RecallScope = Literal["session", "user", "agent"]
 SummaryRole = Literal["system", "user", "assistant"]
 
 
@@ -37,6 +38,10 @@ class MemoryConfig:
             budget, or raise (``error``).
         max_message_chars: larger messages are refused with InvalidMessageError.
         index_batch_size: outbox rows embedded and written per batch.
+        recall_scope: where ``context()`` recalls from: ``"user"`` (default: every session
+            of this user), ``"agent"`` (this user's sessions with this agent) or ``"session"``.
+            Never another user's. A memory opened without a ``user_id`` recalls only its own
+            session whatever this says.
         recall_unit: what one recall record holds: a whole evicted ``turn`` (the user
             message with the replies and tool results after it; default) or one ``message``.
     """
@@ -58,6 +63,7 @@ class MemoryConfig:
     max_message_chars: int = 1_000_000
     index_batch_size: int = 64
     recall_unit: RecallUnit = "turn"
+    recall_scope: RecallScope = "user"
 
     def __post_init__(self) -> None:
         for name in ("context_tokens", "window_tokens", "summary_tokens", "summary_input_tokens",
@@ -95,6 +101,8 @@ class MemoryConfig:
             )
         if self.recall_unit not in ("turn", "message"):
             raise ConfigError(f"recall_unit ({self.recall_unit!r}) must be 'turn' or 'message'")
+        if self.recall_scope not in ("session", "user", "agent"):
+            raise ConfigError(f"recall_scope ({self.recall_scope!r}) must be 'session', 'user' or 'agent'")
         if self.summary_role not in ("system", "user", "assistant"):
             raise ConfigError(f"summary_role ({self.summary_role!r}) must be system, user or assistant")
         if self.oversize_policy not in ("truncate", "keep", "error"):

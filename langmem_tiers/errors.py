@@ -8,9 +8,11 @@
     ├── InvalidNamespaceError (ValueError)   a bad user_id / agent_id / session_id
     ├── TokenizerUnavailableError (RuntimeError)  no tiktoken encoding could be loaded offline
     ├── JournalError (RuntimeError)          the journal could not be read or written
-    │   └── SchemaVersionError               the file was written by a newer langmem-tiers
+    │   ├── SchemaVersionError               the file was written by a newer langmem-tiers
+    │   └── SessionErasedError               the session was erased (forget) while this handle was open
     ├── SummarizerError (RuntimeError)       the summarizer failed; the turns stay pending
     ├── RecallError (RuntimeError)           the embedder or vector store failed; rows stay pending
+    │   └── VectorStoreLockedError           another process owns the embedded Chroma folder
     ├── MissingDependencyError (ImportError) an optional extra is not installed
     └── MemoryClosedError (RuntimeError)     the memory was used after close()
 
@@ -49,12 +51,28 @@ class SchemaVersionError(JournalError):
     """The journal was written by a newer version of langmem-tiers."""
 
 
+class SessionErasedError(JournalError):
+    """The session behind a handle was erased (``forget``) by another handle or process.
+
+    Its namespace id is never reused, so a stale handle can never reach another tenant;
+    ``TieredMemory`` re-creates the session cleanly on its next write.
+    """
+
+
 class SummarizerError(LangmemTiersError, RuntimeError):
     """The summarizer failed or returned unusable text; nothing was lost."""
 
 
 class RecallError(LangmemTiersError, RuntimeError):
     """The embedder or the vector store failed; the index rows stay pending."""
+
+
+class VectorStoreLockedError(RecallError):
+    """Another process already owns this embedded Chroma folder (two writers corrupt its index).
+
+    Several processes share vectors through a Chroma server: ``chroma run --path FOLDER``
+    and ``TieredMemory.open(..., chroma="http://127.0.0.1:8000")``.
+    """
 
 
 class MissingDependencyError(LangmemTiersError, ImportError):

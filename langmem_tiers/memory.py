@@ -145,7 +145,9 @@ class TieredMemory:
     def add(self, role: str, content: Any = "", **fields: Any) -> Message:
         """Append one message durably (committed before this returns) and return it with its id.
 
-        Keyword fields: ``name``, ``tool_calls``, ``tool_call_id``, ``metadata``, ``created_at``.
+        Keyword fields: ``name``, ``tool_calls``, ``tool_call_id``, ``metadata``, ``created_at``, and
+        ``key``: an idempotency key (e.g. the framework's message id); a message whose key this session
+        already holds is not stored again, and the stored one is returned.
         """
         return self.add_messages([self._build(role, content, fields)])[0]
 
@@ -175,7 +177,7 @@ class TieredMemory:
         return stored
 
     def _build(self, role: str, content: Any, fields: Mapping[str, Any]) -> Message:
-        unknown = set(fields) - {"name", "tool_calls", "tool_call_id", "metadata", "created_at"}
+        unknown = set(fields) - {"name", "tool_calls", "tool_call_id", "metadata", "created_at", "key"}
         if unknown:
             raise InvalidMessageError(f"unknown message field(s): {', '.join(sorted(unknown))}")
         return make_message(role, content, max_chars=self.config.max_message_chars, **fields)
@@ -187,12 +189,12 @@ class TieredMemory:
             if isinstance(m, Message):
                 m = make_message(m.role, m.content, name=m.name, tool_calls=m.tool_calls,
                                  tool_call_id=m.tool_call_id, metadata=m.metadata, created_at=m.created_at,
-                                 max_chars=self.config.max_message_chars)
+                                 key=m.key, max_chars=self.config.max_message_chars)
             elif isinstance(m, Mapping):
                 m = make_message(m.get("role"), m.get("content"), name=m.get("name"),
                                  tool_calls=m.get("tool_calls") or (), tool_call_id=m.get("tool_call_id"),
                                  metadata=m.get("metadata"), created_at=m.get("created_at"),
-                                 max_chars=self.config.max_message_chars)
+                                 key=m.get("key"), max_chars=self.config.max_message_chars)
             else:
                 raise InvalidMessageError(f"expected a Message or a dict, got {type(m).__name__}")
             out.append(redact_message(m, self.redactor) if self.redactor else m)
@@ -409,6 +411,15 @@ class TieredMemory:
     def window(self) -> list[Message]:
         """The messages currently in the window."""
         return [w.message for w in self._snapshot()[1]]
+
+    def version(self) -> int:
+        """A stamp that changes with every write to this session (by any handle or process).
+
+        One indexed read: adapters compare it to decide whether a cached view is still current.
+        """
+        self._check_open()
+        with self.journal.read() as rx:
+            return rx.state(self._ns_id).version
 
     @property
     def summary(self) -> str:

@@ -23,6 +23,7 @@ TEXT_PART_TYPES = ("text", "input_text", "output_text")
 IMAGE_PART_TYPES = ("image_url", "image", "input_image")
 
 Content = str | tuple[Mapping[str, Any], ...]
+MAX_KEY_CHARS = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +55,9 @@ class Message:
     metadata: Mapping[str, Any] = field(default_factory=dict)
     created_at: float | None = None
     id: int | None = None
+    # A caller's idempotency key (e.g. LangChain's message id): adding a message whose key the
+    # session already holds stores nothing and returns the stored message, so a retry never duplicates.
+    key: str | None = None
 
     @property
     def text(self) -> str:
@@ -78,6 +82,8 @@ class Message:
             data["created_at"] = self.created_at
         if self.id is not None:
             data["id"] = self.id
+        if self.key is not None:
+            data["key"] = self.key
         return data
 
     @classmethod
@@ -95,6 +101,7 @@ class Message:
             metadata=data.get("metadata"),
             created_at=data.get("created_at"),
             id=data.get("id"),
+            key=data.get("key"),
         )
 
 
@@ -126,6 +133,7 @@ def make_message(
     metadata: Any = None,
     created_at: Any = None,
     id: Any = None,
+    key: Any = None,
     max_chars: int | None = None,
 ) -> Message:
     """Validate raw fields and build a :class:`Message`, refusing anything ambiguous.
@@ -152,8 +160,8 @@ def make_message(
         raise InvalidMessageError(f"tool_call_id is only for tool messages; got role {role!r}")
     if role in ("user", "system") and not content_text(value).strip() and not _has_media(value):
         raise InvalidMessageError(f"a {role} message needs non-empty content")
-    if role == "assistant" and not calls and not value:
-        raise InvalidMessageError("an assistant message needs content or tool_calls")
+    # An assistant message may be empty (OpenAI's format and LangChain's AIMessage("") allow it,
+    # and real logs such as LongMemEval's haystacks hold them): it is stored and counted as sent.
     if name is not None and (not isinstance(name, str) or not name):
         raise InvalidMessageError(f"name must be a non-empty string or None; got {name!r}")
     if name is not None:
@@ -169,6 +177,11 @@ def make_message(
     if created_at is not None and (isinstance(created_at, bool) or not isinstance(created_at, (int, float))
                                    or not math.isfinite(created_at)):
         raise InvalidMessageError(f"created_at must be finite unix seconds; got {created_at!r}")
+    if key is not None:
+        if not isinstance(key, str) or not key or len(key) > MAX_KEY_CHARS:
+            raise InvalidMessageError(f"key must be a non-empty string of at most {MAX_KEY_CHARS} characters; "
+                                      f"got {key!r:.80}")
+        _check_text(key, "key")
     return Message(
         role=role,
         content=value,
@@ -178,6 +191,7 @@ def make_message(
         metadata=meta,
         created_at=None if created_at is None else float(created_at),
         id=id,
+        key=key,
     )
 
 

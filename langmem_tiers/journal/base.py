@@ -74,6 +74,9 @@ class SessionState:
     failures: int = 0
     last_error: str | None = None
     retry_at: float = 0.0
+    # Grows with every write to this session (messages, cursors, summary, records, clear):
+    # readers compare it to know whether a cached view is still current.
+    version: int = 0
 
 
 @dataclass(frozen=True, slots=True)

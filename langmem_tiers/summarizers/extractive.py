@@ -1,11 +1,24 @@
-"""A deterministic, offline, extractive summarizer.
+"""A deterministic, offline, extractive rolling summarizer.
 
-It keeps the most salient sentences of the evicted turns, each labelled with its
-date and speaker, under the token cap. Salience of a sentence is the summed
-weight of its content words (frequent-in-this-conversation words weigh more, as
-in Luhn's method), normalised by length, plus bonuses for numbers and names,
-which carry most of what a user asks about later. When the summary is over the
-cap, the least salient lines go first, older lines slightly before newer ones.
+Each call folds the newly evicted turns into the previous summary and returns a
+summary within the token cap, built from sentences said in the conversation:
+
+* **What is kept** is decided by :mod:`langmem_tiers.specifics`: specific statements
+  (names, numbers, dates, places, codes; first-person preferences, possessions,
+  relations, plans, commitments, identity, changes) outrank chit-chat, and a sentence
+  template that recurs with ever new numbers ("Message 41: the train left from
+  platform 12 again") is discounted as filler.
+* **Rolling**: the best line of the newest turns is always kept, so recent content is
+  represented; chit-chat from older folds gives way to newer chit-chat; older
+  specific lines are compressed to the clauses that carry their facts before any
+  is dropped, newest lines keep their full wording longest.
+* **No near-duplicates**: a sentence said again (or the same template with new
+  numbers) keeps only its newest instance.
+* **Always an answer**: any non-empty input yields a non-empty summary within the
+  cap (a sentence too long for it is cut), so no evicted turn stays pending forever.
+
+The summary is plain text the next call parses back: a ``[YYYY-MM-DD]`` line starts
+each day, then ``- speaker: sentence; sentence`` lines in conversation order.
 """
 
 from __future__ import annotations
@@ -13,25 +26,61 @@ from __future__ import annotations
 import datetime as dt
 import math
 import re
-from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 
+from langmem_tiers.errors import ConfigError
 from langmem_tiers.messages import Message
+from langmem_tiers.specifics import SPECIFIC_THRESHOLD, core_of, salience, sentence_shape, split_sentences
 from langmem_tiers.summarizers.base import SummaryRequest
-from langmem_tiers.text import STOPWORDS as _STOPWORDS
+from langmem_tiers.text import STOPWORDS, WORD
 
-_SENTENCES = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])|\n+")
-_WORDS = re.compile(r"[A-Za-z][A-Za-z'-]+|\d[\d,.:/-]*")
-_NUMBER = re.compile(r"\d")
 MIN_SENTENCE_WORDS = 3
+# Near-duplicates: this share of shared words (Jaccard), or this share of the shorter
+# sentence's words contained in the longer one (a compressed line said again in full).
+DUPLICATE_JACCARD = 0.75
+DUPLICATE_CONTAINMENT = 0.9
+# Same template with different values ("Message 41 ..." / "Message 7 ..."): this much word overlap.
+TEMPLATE_JACCARD = 0.5
+SHORT_CHARS = 160  # the longest a compressed line may be
+
+_HEADER = re.compile(r"^\[(\d{4}-\d{2}-\d{2})\]$")
+_LINE = re.compile(r"^-\s+(?:\[(\d{4}-\d{2}-\d{2})\]\s+)?([^:\n]{1,60}?):\s+(.*)$")
+_PIECES = re.compile(r";\s+")
+_END = (".", "!", "?", "…")
+
+
+@dataclass
+class _Entry:
+    """One sentence of the summary in the making."""
+
+    date: str | None
+    speaker: str | None
+    body: str
+    order: int  # conversation order: previous summary first, then the new turns
+    fresh: bool  # from the newly evicted turns
+    weight: float = 1.0
+    score: float = 0.0
+    info: int = 0  # content words, to rank chit-chat among itself
+    words: frozenset[str] = frozenset()
+    short: str = ""
+    compressed: bool = True  # rendered as ``short``
+
+    @property
+    def text(self) -> str:
+        return self.short if self.compressed else self.body
 
 
 class ExtractiveSummarizer:
-    """Salient-sentence summaries without an LLM.
+    """Rolling, fact-preferring extractive summaries without an LLM.
+
+    Args:
+        tool_weight: factor on the salience of tool results (they are often long and
+            repeat what the assistant then says).
+        max_sentence_chars: longer sentences are cut at a word boundary.
 
     Example:
         >>> from langmem_tiers.summarizers.base import SummaryRequest
-from langmem_tiers.text import STOPWORDS as _STOPWORDS
         >>> from langmem_tiers.messages import Message
         >>> req = SummaryRequest("", (Message("user", "My dog Rex turns 5 on 3 June."),), 50, lambda t: len(t.split()))
         >>> ExtractiveSummarizer().summarize(req)
@@ -39,86 +88,212 @@ from langmem_tiers.text import STOPWORDS as _STOPWORDS
     """
 
     def __init__(self, *, tool_weight: float = 0.5, max_sentence_chars: int = 300) -> None:
-        self.tool_weight = tool_weight
+        if isinstance(tool_weight, bool) or not isinstance(tool_weight, (int, float)) \
+                or not math.isfinite(tool_weight) or tool_weight < 0:
+            raise ConfigError(f"tool_weight ({tool_weight!r}) must be a finite number >= 0: 0.5 halves "
+                              "the salience of tool results")
+        if isinstance(max_sentence_chars, bool) or not isinstance(max_sentence_chars, int) \
+                or max_sentence_chars < 20:
+            raise ConfigError(f"max_sentence_chars ({max_sentence_chars!r}) must be an integer >= 20")
+        self.tool_weight = float(tool_weight)
         self.max_sentence_chars = max_sentence_chars
 
     def summarize(self, request: SummaryRequest) -> str:
-        old_lines = [line for line in request.previous_summary.splitlines() if line.strip()]
-        new_lines = [] if request.compress else self._candidate_lines(request.messages)
-        # A sentence already in the summary (said again on another day) adds nothing new.
-        known = {_body(line) for line in old_lines}
-        new_lines = [(line, w) for line, w in new_lines if _body(line) not in known]
-        stats = Counter(w for line in old_lines + [t for t, _ in new_lines] for w in _content_words(line))
-        scored: list[tuple[float, int, str]] = []
-        for order, line in enumerate(old_lines):
-            # Older lines already survived earlier rounds; they decay a little so new facts get room.
-            scored.append((0.9 * _salience(line, stats), order, line))
-        offset = len(old_lines)
-        for order, (line, weight) in enumerate(new_lines):
-            scored.append((weight * _salience(line, stats), offset + order, line))
-        return _select(scored, request)
+        old = _parse_summary(request.previous_summary)
+        new = [] if request.compress else self._candidates(request.messages, start=len(old))
+        entries = _without_near_duplicates(_scored(old + new))
+        return _Selection(entries, request).render()
 
     async def asummarize(self, request: SummaryRequest) -> str:
         return self.summarize(request)
 
-    def _candidate_lines(self, messages: Sequence[Message]) -> list[tuple[str, float]]:
-        lines: list[tuple[str, float]] = []
+    def _candidates(self, messages: Sequence[Message], start: int) -> list[_Entry]:
+        entries: list[_Entry] = []
         seen: set[str] = set()
         for m in messages:
             text = m.text.strip()
             if not text:
                 continue
-            label = _label(m)
-            weight = self.tool_weight if m.role == "tool" else 1.0
-            sentences = [" ".join(s.split()) for s in _SENTENCES.split(text) if s.strip()]
+            sentences = split_sentences(text)
             # Short sentences ("ok", "thanks") carry little; keep them only when nothing longer is said.
             longer = [s for s in sentences if len(s.split()) >= MIN_SENTENCE_WORDS]
             for sentence in longer or sentences[:1]:
-                if sentence.lower() in seen:
+                key = sentence.lower()
+                if key in seen:
                     continue
-                seen.add(sentence.lower())
-                if len(sentence) > self.max_sentence_chars:
-                    sentence = sentence[: self.max_sentence_chars].rsplit(" ", 1)[0] + " …"
-                lines.append((f"- {label}: {sentence}", weight))
-        return lines
+                seen.add(key)
+                entries.append(_Entry(_day(m), _speaker(m), _cut(sentence, self.max_sentence_chars),
+                                      start + len(entries), fresh=True,
+                                      weight=self.tool_weight if m.role == "tool" else 1.0))
+        return entries
 
 
-def _label(m: Message) -> str:
-    speaker = m.name or m.role
+def _speaker(m: Message) -> str:
     if m.role == "tool":
-        speaker = f"tool {m.name or ''}".strip()
+        return f"tool {m.name or ''}".strip()
+    return m.name or m.role
+
+
+def _day(m: Message) -> str | None:
     if m.created_at is None:
-        return speaker
-    day = dt.datetime.fromtimestamp(m.created_at, dt.timezone.utc).strftime("%Y-%m-%d")
-    return f"[{day}] {speaker}"
+        return None
+    return dt.datetime.fromtimestamp(m.created_at, dt.timezone.utc).strftime("%Y-%m-%d")
 
 
-def _body(line: str) -> str:
-    """A summary line without its date and speaker label, for duplicate checks."""
-    return " ".join(line.split(": ", 1)[-1].lower().split())
+def _cut(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    head = text[:limit].rsplit(" ", 1)[0] if " " in text[:limit] else text[:limit]
+    return head + " …"
 
 
-def _content_words(text: str) -> list[str]:
-    body = text.split(": ", 1)[-1]
-    return [w.lower() for w in _WORDS.findall(body) if w.lower() not in _STOPWORDS]
+def _parse_summary(summary: str) -> list[_Entry]:
+    """Entries of a previous summary: ours, the legacy ``- [date] speaker: text`` lines, or free text."""
+    entries: list[_Entry] = []
+    day: str | None = None
+    for raw in summary.splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        header = _HEADER.match(line)
+        if header:
+            day = header.group(1)
+            continue
+        match = _LINE.match(line)
+        speaker: str | None
+        if match:
+            day = match.group(1) or day
+            speaker, body = match.group(2).strip(), match.group(3)
+        else:
+            speaker, body = None, line[2:] if line.startswith("- ") else line
+        for sentence in split_sentences(body):
+            for piece in _PIECES.split(sentence):
+                if piece.strip():
+                    entries.append(_Entry(day, speaker, piece.strip(), len(entries), fresh=False))
+    return entries
 
 
-def _salience(line: str, stats: Counter[str]) -> float:
-    words = _content_words(line)
-    if not words:
-        return 0.0
-    body = line.split(": ", 1)[-1]
-    weight = sum(math.log1p(stats[w]) for w in set(words))
-    numbers = len(_NUMBER.findall(body)) > 0
-    names = sum(1 for w in body.split()[1:] if w[:1].isupper() and w.lower() not in _STOPWORDS)
-    return weight / math.sqrt(len(words)) + 0.5 * numbers + 0.3 * min(names, 3)
+def _scored(entries: list[_Entry]) -> list[_Entry]:
+    for entry, spec in zip(entries, salience([e.body for e in entries])):
+        entry.score = spec.score * entry.weight
+        words = [w.lower() for w in WORD.findall(entry.body)]
+        entry.words = frozenset(words)
+        entry.info = min(8, sum(1 for w in words if w not in STOPWORDS))
+        entry.short = _cut(core_of(entry.body), SHORT_CHARS)
+    return entries
 
 
-def _select(scored: list[tuple[float, int, str]], request: SummaryRequest) -> str:
-    """Keep the most salient lines that fit the cap, in their original order."""
-    kept: list[tuple[int, str]] = []
-    for _, order, line in sorted(scored, key=lambda s: (-s[0], s[1])):
-        trial = sorted([*kept, (order, line)])
-        if request.count_tokens("\n".join(text for _, text in trial)) <= request.max_tokens:
-            kept = trial
-    return "\n".join(text for _, text in kept)
+def _without_near_duplicates(entries: list[_Entry]) -> list[_Entry]:
+    """Keep the newest of each group of near-duplicates (a restatement, or a template with new values)."""
+    kept: list[_Entry] = []
+    shapes: list[tuple[str, ...]] = []
+    for entry in reversed(entries):  # newest first: the newest instance wins
+        shape = sentence_shape(entry.body)
+        if not any(_near(entry, other, shape == other_shape) for other, other_shape in zip(kept, shapes)):
+            kept.append(entry)
+            shapes.append(shape)
+    kept.reverse()
+    return kept
+
+
+def _near(a: _Entry, b: _Entry, same_shape: bool) -> bool:
+    if not a.words or not b.words:
+        return a.body.lower() == b.body.lower()
+    shared = len(a.words & b.words)
+    jaccard = shared / len(a.words | b.words)
+    small = min(len(a.words), len(b.words))
+    return (jaccard >= DUPLICATE_JACCARD or (small >= 3 and shared / small >= DUPLICATE_CONTAINMENT)
+            or (same_shape and jaccard >= TEMPLATE_JACCARD))
+
+
+class _Selection:
+    """Chooses and renders the entries that fit the cap (see the module docstring for the order)."""
+
+    def __init__(self, entries: list[_Entry], request: SummaryRequest) -> None:
+        self.entries = entries
+        self.cap = request.max_tokens
+        self.count = request.count_tokens
+        self.kept: list[_Entry] = []
+
+    def render(self) -> str:
+        if not self.entries:
+            return ""
+        fresh = [e for e in self.entries if e.fresh] or self.entries
+        recent = max(fresh, key=lambda e: (e.score, e.order))
+        specific = sorted((e for e in self.entries if e.score >= SPECIFIC_THRESHOLD and e is not recent),
+                          key=lambda e: (-e.score, -e.order))
+        rest = sorted((e for e in self.entries if e.score < SPECIFIC_THRESHOLD and e is not recent),
+                      key=lambda e: (-e.fresh, -e.info, -e.order))
+        # 1. As many specific lines as fit, compressed; 2. full wording back, newest first;
+        # 3. what room is left goes to the rest, newest turns first.
+        for entry in [recent, *specific]:
+            self._try_add(entry, compressed=True)
+        for entry in sorted(self.kept, key=lambda e: -e.order):
+            if entry.short != entry.body:
+                entry.compressed = False
+                if not self._fits(self.kept):
+                    entry.compressed = True
+        for entry in rest:
+            if not self._try_add(entry, compressed=False):
+                self._try_add(entry, compressed=True)
+        if not self.kept:
+            return self._last_resort(recent)
+        return _render(self.kept)
+
+    def _try_add(self, entry: _Entry, *, compressed: bool) -> bool:
+        entry.compressed = compressed
+        trial = [*self.kept, entry]
+        if self._fits(trial):
+            self.kept = trial
+            return True
+        return False
+
+    def _fits(self, entries: list[_Entry]) -> bool:
+        return self.count(_render(entries)) <= self.cap
+
+    def _last_resort(self, entry: _Entry) -> str:
+        """Not even one compressed line fits: cut the best recent one to the cap, words first, then characters."""
+        entry.compressed = True
+        for body in (entry.short, entry.body):
+            words = body.split()
+            lo, hi = 0, len(words)
+            while lo < hi:  # binary search on the number of words that fit
+                mid = (lo + hi + 1) // 2
+                entry.short = " ".join(words[:mid])
+                if self._fits([entry]):
+                    lo = mid
+                else:
+                    hi = mid - 1
+            if lo:
+                entry.short = " ".join(words[:lo])
+                return _render([entry])
+        text = entry.body
+        lo, hi = 0, len(text)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self.count(text[:mid]) <= self.cap:
+                lo = mid
+            else:
+                hi = mid - 1
+        return text[: max(lo, 1)]
+
+
+def _render(entries: list[_Entry]) -> str:
+    """Lines in conversation order; a day header when the day changes; one line per run of one speaker."""
+    lines: list[str] = []
+    day: str | None = None
+    speaker: str | None = None
+    last = ""
+    for entry in sorted(entries, key=lambda e: e.order):
+        if entry.date is not None and entry.date != day:
+            day = entry.date
+            lines.append(f"[{day}]")
+            speaker = None
+        text = entry.text
+        if lines and speaker is not None and entry.speaker == speaker:
+            lines[-1] += (" " if last.endswith(_END) else "; ") + text
+        else:
+            lines.append(f"- {entry.speaker}: {text}" if entry.speaker else f"- {text}")
+            speaker = entry.speaker
+        last = text
+    return "\n".join(lines)

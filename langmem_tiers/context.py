@@ -15,6 +15,7 @@ from typing import Any
 
 from langmem_tiers.config import MemoryConfig
 from langmem_tiers.errors import ConfigError
+from langmem_tiers.journal.base import Namespace
 from langmem_tiers.messages import Message
 from langmem_tiers.recall.hits import RecallHit
 from langmem_tiers.tokens import REPLY_PRIMING, TokenCounter
@@ -23,7 +24,7 @@ from langmem_tiers.window import split_turns
 MEMORY_HEADER = "Memory of this conversation (from langmem-tiers):"
 PINNED_HEADER = "Pinned facts:"
 SUMMARY_HEADER = "Summary of earlier conversation:"
-RECALL_HEADER = "Recalled from earlier conversation:"
+RECALL_HEADER = "Recalled from earlier conversations:"
 
 
 @dataclass(frozen=True)
@@ -111,8 +112,12 @@ def assemble(
     counter: TokenCounter,
     budget: int | None = None,
     omitted: Sequence[Omission] = (),
+    session: Namespace | None = None,
 ) -> Context:
-    """Fit the tiers into ``budget`` (default ``config.context_tokens``)."""
+    """Fit the tiers into ``budget`` (default ``config.context_tokens``).
+
+    ``session`` is the namespace asking: hits from its other sessions are labelled as such.
+    """
     budget = config.context_tokens if budget is None else budget
     if budget <= REPLY_PRIMING:
         raise ConfigError(f"budget ({budget}) must be larger than the reply priming ({REPLY_PRIMING} tokens)")
@@ -122,11 +127,12 @@ def assemble(
     older = turns[:-1]
     current, truncated = _fit_current(current, budget - REPLY_PRIMING, config, counter)
 
-    hits, dropped = _within_share(hits, config.recall_tokens, counter)
+    lines = {h.record_id: _hit_line(h, session) for h in hits}
+    hits, dropped = _within_share(hits, lines, config.recall_tokens, counter)
     left_out += dropped
     pinned_lines, summary_text = list(pinned), summary
     while True:
-        memory = _memory_message(pinned_lines, summary_text, hits, config)
+        memory = _memory_message(pinned_lines, summary_text, [lines[h.record_id] for h in hits], config)
         messages = ([memory] if memory else []) + [w.message for t in older for w in t] + [w.message for w in current]
         total = sum(counter.count_message(m) for m in messages) + REPLY_PRIMING
         if total <= budget:
@@ -152,7 +158,7 @@ def assemble(
     tokens = TierTokens(
         pinned=counter.count_text("\n".join(pinned_lines)) if pinned_lines else 0,
         summary=counter.count_text(summary_text) if summary_text else 0,
-        recall=sum(counter.count_text(_hit_line(h)) for h in hits),
+        recall=sum(counter.count_text(lines[h.record_id]) for h in hits),
         window=window_tokens,
         total=total,
         budget=budget,
@@ -218,11 +224,11 @@ def _truncate_text(message: Message, target_tokens: int, counter: TokenCounter) 
     return best
 
 
-def _within_share(hits: Sequence[RecallHit], share: int,
+def _within_share(hits: Sequence[RecallHit], lines: dict[int, str], share: int,
                   counter: TokenCounter) -> tuple[list[RecallHit], list[Omission]]:
     kept, dropped, used = [], [], 0
     for h in hits:
-        cost = counter.count_text(_hit_line(h))
+        cost = counter.count_text(lines[h.record_id])
         if used + cost <= share:
             kept.append(h)
             used += cost
@@ -231,23 +237,29 @@ def _within_share(hits: Sequence[RecallHit], share: int,
     return kept, dropped
 
 
-def _hit_line(hit: RecallHit) -> str:
-    day = dt.datetime.fromtimestamp(hit.created_at, dt.timezone.utc).strftime("%Y-%m-%d") if hit.created_at else ""
-    label = f"[{day}] " if day else ""
+def _hit_line(hit: RecallHit, session: Namespace | None = None) -> str:
+    """One recalled memory, dated (with the weekday) and, when it comes from another of the
+    user's conversations, labelled so: the model can tell "last Tuesday, in another
+    conversation" from "earlier today"."""
+    when = dt.datetime.fromtimestamp(hit.created_at, dt.timezone.utc).strftime("%a %Y-%m-%d") \
+        if hit.created_at else ""
+    if session is not None and hit.namespace != session and hit.kind == "turn":
+        when = f"{when}, another conversation" if when else "another conversation"
+    label = f"[{when}] " if when else ""
     if hit.kind != "turn":
         label += f"({hit.kind}) "
     return f"- {label}{hit.text}"
 
 
-def _memory_message(pinned: Sequence[str], summary: str, hits: Sequence[RecallHit],
+def _memory_message(pinned: Sequence[str], summary: str, hit_lines: Sequence[str],
                     config: MemoryConfig) -> Message | None:
     sections = []
     if pinned:
         sections.append(PINNED_HEADER + "\n" + "\n".join(f"- {p}" for p in pinned))
     if summary:
         sections.append(SUMMARY_HEADER + "\n" + summary)
-    if hits:
-        sections.append(RECALL_HEADER + "\n" + "\n".join(_hit_line(h) for h in hits))
+    if hit_lines:
+        sections.append(RECALL_HEADER + "\n" + "\n".join(hit_lines))
     if not sections:
         return None
     return Message(config.summary_role, MEMORY_HEADER + "\n\n" + "\n\n".join(sections),

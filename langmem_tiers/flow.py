@@ -65,16 +65,22 @@ class Drivers:
     async def run_async(self, flow: Flow[T]) -> T:
         send: Any = None
         error: BaseException | None = None
-        while True:
-            try:
-                effect = flow.throw(error) if error is not None else flow.send(send)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
-            send, error = None, None
-            try:
-                send = await self._async(effect)
-            except Exception as e:
-                error = e
+        try:
+            while True:
+                try:
+                    effect = flow.throw(error) if error is not None else flow.send(send)
+                except StopIteration as stop:
+                    return stop.value  # type: ignore[no-any-return]
+                send, error = None, None
+                try:
+                    send = await self._async(effect)
+                except Exception as e:
+                    error = e
+        except BaseException:
+            # Cancelled (or the loop is closing): run the flow's finally blocks now, so a lock it
+            # holds is released at once instead of whenever the generator is collected.
+            flow.close()
+            raise
 
     def _sync(self, effect: Effect) -> Any:
         if isinstance(effect, Blocking):

@@ -21,13 +21,19 @@ from typing import Any
 from langmem_tiers.config import MemoryConfig
 from langmem_tiers.context import Context, Omission, WindowMessage, assemble
 from langmem_tiers.embedders.base import Embedder
-from langmem_tiers.errors import ConfigError, InvalidMessageError, MemoryClosedError, SummarizerError
+from langmem_tiers.errors import (
+    ConfigError,
+    InvalidMessageError,
+    MemoryClosedError,
+    SessionErasedError,
+    SummarizerError,
+)
 from langmem_tiers.flow import Blocking, Drivers, Flow, Summarize
-from langmem_tiers.journal.base import Journal, Namespace, NewRecord, Scope, SessionState, WindowEntry
+from langmem_tiers.journal.base import Journal, Namespace, NewRecord, Scope, SessionState, WindowEntry, WriteTxn
 from langmem_tiers.messages import Message, make_message
 from langmem_tiers.recall.engine import RecallIndex, SearchFilters
 from langmem_tiers.recall.hits import RecallHit
-from langmem_tiers.recall.units import turn_records
+from langmem_tiers.recall.units import completed_turn_records
 from langmem_tiers.redact import Redactor, redact_message
 from langmem_tiers.summarizers.base import Summarizer
 from langmem_tiers.summarizers.extractive import ExtractiveSummarizer
@@ -40,6 +46,8 @@ log = logging.getLogger(__name__)
 JOURNAL_FILE = "journal.sqlite3"
 CHROMA_DIR = "chroma"
 MEMORY_KINDS = ("fact", "preference", "event", "skill", "note")
+COLLECTION_LAYOUT = "_v2"  # v2: no documents, namespaces as journal ids
+_NO_END = 2**62  # an upper bound for message ids in "messages after X" reads
 
 
 @dataclass(frozen=True)
@@ -118,6 +126,8 @@ class TieredMemory:
         journal, folder = _open_journal(path)
         try:
             store, vectors = _open_vectors(folder, embedder, chroma)
+            if store is not None and vectors is not None and (chroma is None or isinstance(chroma, str)):
+                _retire_old_collection(store, journal, vectors)
             recall = RecallIndex(journal, store, vectors, batch_size=config.index_batch_size)
             return cls(journal, namespace, config=config, counter=counter, summarizer=summarizer, recall=recall,
                        redactor=redactor)
@@ -204,38 +214,60 @@ class TieredMemory:
 
     def _append_flow(self, messages: list[Message]) -> Flow[tuple[list[Message], bool]]:
         tokens = [self.counter.count_message(m) for m in messages]
-        result: tuple[list[Message], bool] = yield Blocking(lambda: self._append(messages, tokens))
+        try:
+            result: tuple[list[Message], bool] = yield Blocking(lambda: self._append(messages, tokens))
+        except SessionErasedError:
+            # This session was erased through another handle: start it afresh under a new id
+            # (ids are never reused, so this handle can never write into another tenant's session).
+            log.info("session %s was erased by another handle; starting it afresh", self.namespace)
+            self._ns_id = yield Blocking(lambda: self.journal.namespace_id(self.namespace))
+            result = yield Blocking(lambda: self._append(messages, tokens))
         return result
 
     def _append(self, messages: list[Message], tokens: list[int]) -> tuple[list[Message], bool]:
-        cfg = self.config
         with self.journal.write(self._ns_id) as tx:
-            state = tx.state()
-            entries = tx.window_entries(state.window_start)
-            # Tool results answer calls of the current turn (since the last user message) only.
-            turn_start = max((e.id for e in entries if e.role == "user"), default=state.window_start)
-            open_calls = tx.open_tool_calls(turn_start)
-            for m in messages:
-                if m.role == "user":
-                    open_calls = set()
-                open_calls |= {c.id for c in m.tool_calls}
-                if m.role == "tool" and m.tool_call_id not in open_calls:
-                    raise InvalidMessageError(
-                        f"tool result for unknown call {m.tool_call_id!r}: add the assistant message with "
-                        "that tool call first (in the same add_messages batch or earlier in this turn)"
-                    )
-            stored = tx.insert_messages(messages, tokens, self.counter.key)
-            entries += [WindowEntry(m.id or 0, m.role, t) for m, t in zip(stored, tokens)]
-            plan = plan_window(entries, cfg.window_tokens, cfg.window_low_tokens)
-            if not plan.evicts:
-                return stored, False
-            tx.set_window_start(plan.window_start)
-            if self.recall is not None:
-                evicted = tx.messages_between(state.window_start - 1, plan.window_start)
-                by_id = {m.id: m for m in evicted}
-                for turn in plan.evicted_turns:
-                    tx.insert_records(turn_records([by_id[i] for i in turn if i in by_id], unit=cfg.recall_unit))
-            return stored, True
+            keys = [m.key for m in messages if m.key]
+            if not keys:
+                return self._append_rows(tx, messages, tokens)
+            # Idempotent append: a message whose key is stored already (a retry) is returned, not stored again.
+            known = tx.messages_by_key(keys)
+            fresh: list[tuple[Message, int]] = []
+            for m, t in zip(messages, tokens):
+                if not m.key or (m.key not in known and all(f.key != m.key for f, _ in fresh)):
+                    fresh.append((m, t))
+            stored, evicted = self._append_rows(tx, [m for m, _ in fresh], [t for _, t in fresh]) \
+                if fresh else ([], False)
+            by_key = {**known, **{m.key: m for m in stored if m.key}}
+            unkeyed = iter([m for m in stored if not m.key])
+            return [by_key[m.key] if m.key else next(unkeyed) for m in messages], evicted
+
+    def _append_rows(self, tx: WriteTxn, messages: list[Message], tokens: list[int]) -> tuple[list[Message], bool]:
+        cfg = self.config
+        state = tx.state()
+        entries = tx.window_entries(state.window_start)
+        # Tool results answer calls of the current turn (since the last user message) only.
+        turn_start = max((e.id for e in entries if e.role == "user"), default=state.window_start)
+        open_calls = tx.open_tool_calls(turn_start)
+        for m in messages:
+            if m.role == "user":
+                open_calls = set()
+            open_calls |= {c.id for c in m.tool_calls}
+            if m.role == "tool" and m.tool_call_id not in open_calls:
+                raise InvalidMessageError(
+                    f"tool result for unknown call {m.tool_call_id!r}: add the assistant message with "
+                    "that tool call first (in the same add_messages batch or earlier in this turn)"
+                )
+        open_turn = tx.messages_between(turn_start - 1, _NO_END) if self.recall is not None else []
+        stored = tx.insert_messages(messages, tokens, self.counter.key)
+        if self.recall is not None:
+            # Every answered or closed turn becomes recallable now, not when it is evicted.
+            tx.insert_records(completed_turn_records(open_turn, stored, unit=cfg.recall_unit))
+        entries += [WindowEntry(m.id or 0, m.role, t) for m, t in zip(stored, tokens)]
+        plan = plan_window(entries, cfg.window_tokens, cfg.window_low_tokens)
+        if not plan.evicts:
+            return stored, False
+        tx.set_window_start(plan.window_start)
+        return stored, True
 
     # --- summary --------------------------------------------------------------
 
@@ -252,14 +284,20 @@ class TieredMemory:
 
     def _summary_flow(self, force: bool) -> Flow[None]:
         """Fold pending evicted turns into the summary. ``force`` ignores the retry backoff and raises."""
-        acquired = yield Blocking(lambda: self._summary_lock.acquire(timeout=-1 if force else 0))
-        if not acquired:
-            return  # another thread of this process is summarizing this session right now
+        # The lock is taken here, never in a worker thread: a cancelled task must not leave a
+        # thread that acquires it after the task is gone (summaries would stop for good).
+        while not self._summary_lock.acquire(blocking=False):
+            if not force:
+                return  # another thread of this process is summarizing this session right now
+            yield Blocking(self._wait_for_summary)
         try:
-            state, pending = yield Blocking(self._pending)
+            try:
+                state, pending = yield Blocking(self._pending)
+            except SessionErasedError:
+                return  # erased meanwhile: nothing of it may be summarized
             if not pending or (not force and time.time() < state.retry_at):
                 return
-            previous, cursor = state.summary, state.summary_cursor
+            previous, cursor, version = state.summary, state.summary_cursor, state.summary_version
             counts = [self.counter.count_message(m) for m in pending]
             for chunk in chunk_pending(pending, counts, self.config.summary_input_tokens):
                 try:
@@ -276,15 +314,17 @@ class TieredMemory:
                     return
                 end = chunk[-1].id or cursor
                 try:
-                    saved = yield Blocking(lambda: self._save_summary(text, cursor, end))
+                    saved = yield Blocking(lambda: self._save_summary(text, cursor, version, end))
                 except Exception as e:
                     if force:
                         raise
                     log.warning("could not save the summary; the turns stay pending: %s", e)
                     return
-                if not saved:
-                    return  # another process advanced the summary first; its result stands
-                previous, cursor = text, end
+                if saved is None:
+                    # The summary changed under us (another process summarized, or the session was
+                    # cleared, erased or had turns forgotten): what we computed is stale, drop it.
+                    return
+                previous, cursor, version = text, end, saved
         finally:
             self._summary_lock.release()
 
@@ -303,16 +343,28 @@ class TieredMemory:
             state = tx.state()
             return state, tx.messages_between(state.summary_cursor, state.window_start)
 
-    def _save_summary(self, text: str, expected_cursor: int, new_cursor: int) -> bool:
-        with self.journal.write(self._ns_id) as tx:
-            if tx.state().summary_cursor != expected_cursor:
-                return False
-            tx.set_summary(text, self.counter.count_text(text), new_cursor)
-            return True
+    def _wait_for_summary(self) -> None:
+        with self._summary_lock:  # taken and released at once: safe even if nobody awaits it
+            pass
+
+    def _save_summary(self, text: str, expected_cursor: int, expected_version: int, new_cursor: int) -> int | None:
+        """Save a summary only onto the state it was computed from; return its new version, or None."""
+        try:
+            with self.journal.write(self._ns_id) as tx:
+                state = tx.state()
+                if (state.summary_cursor, state.summary_version) != (expected_cursor, expected_version):
+                    return None
+                tx.set_summary(text, self.counter.count_text(text), new_cursor)
+                return tx.state().summary_version
+        except SessionErasedError:
+            return None
 
     def _save_failure(self, error: str, failures: int, retry_at: float) -> None:
-        with self.journal.write(self._ns_id) as tx:
-            tx.set_failure(error, failures, retry_at)
+        try:
+            with self.journal.write(self._ns_id) as tx:
+                tx.set_failure(error, failures, retry_at)
+        except SessionErasedError:
+            pass  # erased meanwhile: nothing is pending any more
 
     def flush(self) -> None:
         """Wait for background summaries, then summarize and index everything pending now.
@@ -368,17 +420,20 @@ class TieredMemory:
         pinned: list[str] = []
         if self.recall is not None:
             recall = self.recall
-            scope = Scope("session", self.namespace)
-            pinned = [r.text for r in (yield Blocking(lambda: recall.pinned(scope)))]
+            # Pinned memories belong to the user: they appear in every one of the user's sessions.
+            # Without a user id, every scope narrows to this session (Scope.matches).
+            pinned_scope = Scope("user", self.namespace)
+            pinned = [r.text for r in (yield Blocking(lambda: recall.pinned(pinned_scope)))]
             if query is None:
                 query = next((w.message.text for w in reversed(window) if w.message.role == "user"), None)
             if query and self.config.recall_k and self.config.recall_tokens:
                 exclude = frozenset(w.message.id for w in window if w.message.id is not None)
-                found = yield from recall.search_flow(query, self.config.recall_k, scope,
+                found = yield from recall.search_flow(query, self.config.recall_k,
+                                                      Scope(self.config.recall_scope, self.namespace),
                                                       SearchFilters(exclude_message_ids=exclude))
                 hits = [h for h in found if not h.pinned]
         return assemble(window=window, summary=state.summary, pinned=pinned, hits=hits, config=self.config,
-                        counter=self.counter, budget=budget, omitted=omitted)
+                        counter=self.counter, budget=budget, omitted=omitted, session=self.namespace)
 
     def _snapshot(self) -> tuple[SessionState, list[WindowMessage], int]:
         with self.journal.read() as rx:
@@ -521,9 +576,9 @@ class TieredMemory:
             removed = len(self.journal.delete_namespaces(ns_ids))
             self._ns_id = self.journal.namespace_id(self.namespace) or 0  # this session starts afresh
         self._drivers.run_sync(recall.index_flow())
-        if recall.store is not None and isinstance(target, str):
+        if recall.store is not None and isinstance(target, str) and ns_ids:
             # Belt and braces: vectors of the scope are removed even if the journal lost track of them.
-            recall.store.delete(where=recall.where(Scope(target, self.namespace)))
+            recall.store.delete(where=recall.where_ns(ns_ids))
         return removed
 
     def cleanup(self, *, max_age: float | None = None, min_importance: float | None = None,
@@ -699,8 +754,21 @@ def _open_vectors(folder: Path | None, embedder: Embedder | bool | None,
     return ChromaStore.persistent(folder / CHROMA_DIR, collection=_collection(embedder)), embedder
 
 
-def _collection(embedder: Embedder) -> str:
-    """One collection per deployment and embedding model (vectors of two models never mix)."""
+def _collection(embedder: Embedder, layout: str = COLLECTION_LAYOUT) -> str:
+    """One collection per deployment, embedding model (vectors of two models never mix) and layout."""
     import re
 
-    return "langmem_tiers_" + re.sub(r"[^a-zA-Z0-9._-]", "_", embedder.key)[:48]
+    return f"langmem_tiers{layout}_" + re.sub(r"[^a-zA-Z0-9._-]", "_", embedder.key)[:48]
+
+
+def _retire_old_collection(store: Any, journal: Journal, embedder: Embedder) -> None:
+    """Drop the collection of the first layout (it held texts and user ids) and re-index into the new one."""
+    old = _collection(embedder, layout="")
+    try:
+        names = {getattr(c, "name", c) for c in store.client.list_collections()}
+    except Exception:  # a server that cannot list: leave it, reindex() can still be run by hand
+        return
+    if old in names:
+        log.info("retiring Chroma collection %s (texts and user ids in metadata); re-indexing from the journal", old)
+        store.client.delete_collection(old)
+        journal.requeue_all()

@@ -17,7 +17,6 @@ INVALID: list[tuple[str, Any, Any, dict[str, Any], str]] = [
     ("int-content", "user", 42, {}, "int"),
     ("empty", "user", "", {}, "non-empty"),
     ("blank", "system", "   \n", {}, "non-empty"),
-    ("empty-assistant", "assistant", "", {}, "content or tool_calls"),
     ("nul", "user", "a\x00b", {}, "NUL"),
     ("lone-surrogate", "user", "bad \ud800 text", {}, "surrogate"),
     ("unknown-role", "robot", "hi", {}, "role"),

@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from langmem_tiers.embedders.base import Embedder
 from langmem_tiers.errors import ConfigError
 from langmem_tiers.flow import Blocking, Embed, Flow
-from langmem_tiers.journal.base import Journal, Record, Scope
+from langmem_tiers.journal.base import Journal, Namespace, Record, Scope
 from langmem_tiers.recall.fusion import FusionParams, fuse, jaccard
 from langmem_tiers.recall.hits import RecallHit
 from langmem_tiers.recall.session_vectors import SessionVectors
@@ -78,12 +78,19 @@ class RecallIndex:
         return int(rid) if prefix == self._uid and rid.isdigit() else None
 
     def where(self, scope: Scope) -> dict[str, Any]:
-        ns = scope.namespace
-        clauses: list[dict[str, Any]] = [{"journal": {"$eq": self._uid}}, {"user_id": {"$eq": ns.user_id}}]
-        if scope.kind in ("session", "agent"):
-            clauses.append({"agent_id": {"$eq": ns.agent_id}})
-        if scope.kind == "session":
-            clauses.append({"session_id": {"$eq": ns.session_id}})
+        """The Chroma filter of a scope, by the journal ids of its namespaces."""
+        return self.where_ns([n for n, _ in self.journal.namespaces(scope)])
+
+    def where_ns(self, ns_ids: Sequence[int], kinds: Sequence[str] | None = None) -> dict[str, Any]:
+        """The Chroma filter of a set of namespaces (journal ids, never reused), optionally by kind.
+
+        Chroma holds ids, vectors and these few numbers, never the text or the user's ids:
+        erasing a user leaves nothing in Chroma that names them.
+        """
+        clauses: list[dict[str, Any]] = [{"journal": {"$eq": self._uid}},
+                                         {"ns": {"$in": list(ns_ids) or [-1]}}]
+        if kinds:
+            clauses.append({"kind": {"$in": list(kinds)}})
         return {"$and": clauses}
 
     # --- indexing -------------------------------------------------------------
@@ -115,9 +122,10 @@ class RecallIndex:
                 records = (yield Blocking(lambda: self.journal.records(upserts))) if upserts else []
                 if records:
                     vectors = yield Embed([r.text for r in records])
+                    ns_of = yield Blocking(lambda: self._ns_ids(records))
                     yield Blocking(lambda: store.upsert(
-                        [self.vector_id(r.id) for r in records], vectors, [r.text for r in records],
-                        [self._metadata(r) for r in records]))
+                        [self.vector_id(r.id) for r in records], vectors, None,
+                        [self._metadata(r, ns_of[r.namespace]) for r in records]))
                     if self._session_vectors is not None:
                         self._session_vectors.invalidate(records)
             except Exception as e:  # any outage: keep the rows, retry later
@@ -130,12 +138,17 @@ class RecallIndex:
             done += len(ids)
         return done
 
-    def _metadata(self, r: Record) -> dict[str, Any]:
-        return {
-            "journal": self._uid, "record_id": r.id, "user_id": r.namespace.user_id,
-            "agent_id": r.namespace.agent_id, "session_id": r.namespace.session_id, "kind": r.kind,
-            "created_at": r.created_at, "importance": r.importance, "pinned": r.pinned,
-        }
+    def _ns_ids(self, records: Sequence[Record]) -> dict[Namespace, int]:
+        out: dict[Namespace, int] = {}
+        for ns in {r.namespace for r in records}:
+            ns_id = self.journal.namespace_id(ns, create=False)
+            if ns_id is not None:
+                out[ns] = ns_id
+        return out
+
+    def _metadata(self, r: Record, ns_id: int) -> dict[str, Any]:
+        return {"journal": self._uid, "record_id": r.id, "ns": ns_id, "kind": r.kind,
+                "created_at": r.created_at, "importance": r.importance, "pinned": r.pinned}
 
     # --- search ---------------------------------------------------------------
 
@@ -150,7 +163,8 @@ class RecallIndex:
         ns_ids = [n for n, _ in namespaces]
         if not ns_ids:
             return []
-        want = max(self.candidates, 4 * k)
+        # Records of turns the window holds are excluded below: ask for that many more.
+        want = max(self.candidates, 4 * k) + len(filters.exclude_message_ids)
         kinds = list(filters.kinds) if filters.kinds else None
         keyword = yield Blocking(lambda: self.journal.keyword_search(query, ns_ids, want, kinds))
         keyword_ids = [str(h.record_id) for h in keyword]
@@ -165,9 +179,7 @@ class RecallIndex:
                     found = yield Blocking(lambda: cache.search(ns_ids[0], scope.namespace, vector, want))
                     vector_ids = [str(rid) for rid in found]
                 else:
-                    where = self.where(scope)
-                    if kinds:
-                        where = {"$and": [*where["$and"], {"kind": {"$in": kinds}}]}
+                    where = self.where_ns(ns_ids, kinds)
                     hits = yield Blocking(lambda: store.query(vector, want, where))
                     vector_ids = [str(rid) for h in hits if (rid := self._record_id(h.id)) is not None]
             except Exception as e:  # vector side down: answer from keywords alone
@@ -189,8 +201,9 @@ class RecallIndex:
             r = by_id[cid]
             if not _passes(r, filters):
                 continue
-            # One hit per turn: a long turn is indexed as several chunks, the best one speaks for it.
-            if r.message_ids and any(h.message_ids == r.message_ids for h in out):
+            # One hit per turn: a long turn is indexed as several chunks, and a turn that grew after it
+            # was answered has an earlier record too; the best one speaks for the turn.
+            if r.message_ids and any(set(h.message_ids) & set(r.message_ids) for h in out):
                 continue
             if any(jaccard(r.text, h.text) >= self.dedupe_threshold for h in out):
                 continue

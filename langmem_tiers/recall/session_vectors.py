@@ -87,8 +87,14 @@ class SessionVectors:
             new_ids = self.journal.record_ids(ns_id, after=cached.max_id)
             if cached.count + len(new_ids) == count:  # only additions since the copy: fetch just those
                 fresh = self._fetch(namespace, new_ids, count, max_id)
-                merged = _Vectors(namespace, count, max_id, np.concatenate([cached.ids, fresh.ids]),
-                                  np.concatenate([cached.matrix, fresh.matrix]) if len(fresh.ids) else cached.matrix)
+                if not len(cached.ids) or not len(fresh.ids):
+                    # An empty side has no known width ((0, 0)): concatenating it with (n, 384)
+                    # raised, and every query fell back to keyword recall only.
+                    whole = fresh if len(fresh.ids) else cached
+                    merged = _Vectors(namespace, count, max_id, whole.ids, whole.matrix)
+                else:
+                    merged = _Vectors(namespace, count, max_id, np.concatenate([cached.ids, fresh.ids]),
+                                      np.concatenate([cached.matrix, fresh.matrix]))
                 return self._keep(ns_id, merged)
         return self._keep(ns_id, self._fetch(namespace, self.journal.record_ids(ns_id), count, max_id))
 

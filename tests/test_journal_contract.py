@@ -294,7 +294,7 @@ def test_write_rolls_back_on_error(journal: Journal) -> None:
         half_write()
     assert _texts(journal, ns_id) == ["kept"]
     with journal.read() as rx:
-        assert rx.state(ns_id) == SessionState()
+        assert rx.state(ns_id) == SessionState(version=1)  # only the committed append counted
     assert journal.scoped_records([ns_id]) == []
     assert journal.outbox_count() == 0
 
@@ -328,13 +328,14 @@ def test_state_cursors_and_summary(journal: Journal) -> None:
                                           retry_at=1234.5)
         tx.set_summary("the user likes tea", 5, 4)
     with journal.read() as rx:
-        assert rx.state(ns_id) == SessionState(5, "the user likes tea", 5, 4, 1, 0, None, 0.0)
+        assert rx.state(ns_id) == SessionState(5, "the user likes tea", 5, 4, 1, 0, None, 0.0, version=1)
         assert rx.state(other) == SessionState()
         assert rx.state(10**9) == SessionState()
     with journal.write(ns_id) as tx:
         tx.set_summary("the user likes green tea", 6, 4)
     with journal.read() as rx:
         assert rx.state(ns_id).summary_version == 2
+        assert rx.state(ns_id).version == 2
 
 
 def test_read_is_a_snapshot(backend: Backend) -> None:

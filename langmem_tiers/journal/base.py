@@ -9,16 +9,21 @@ write live outside the backends (``langmem_tiers.window``, ``.summary``,
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+import unicodedata
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from langmem_tiers.errors import InvalidNamespaceError
+from langmem_tiers.errors import InvalidNamespaceError, JournalError, SchemaVersionError
 from langmem_tiers.messages import Message
+from langmem_tiers.text import query_words
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 MAX_ID_CHARS = 512
+# A keyword query keeps at most this many distinct words: a pasted document as the query
+# (20k distinct words) overflowed PostgreSQL's parser stack and made FTS5 rank every record.
+MAX_QUERY_TERMS = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,9 +34,22 @@ class Namespace:
     user_id: str = ""
     agent_id: str = ""
 
+    @property
+    def anonymous(self) -> bool:
+        """True for a session opened without a user id: its own, private scope."""
+        return not self.user_id
+
     @classmethod
     def of(cls, session_id: Any, user_id: Any = None, agent_id: Any = None) -> Namespace:
-        """Validate ids: non-empty text up to 512 characters, no NUL, valid unicode."""
+        """Validate ids (non-empty text up to 512 characters, no NUL, valid unicode) and normalize them to NFC.
+
+        NFC makes "jos\u00e9" and "jose\u0301" (one name typed two ways) one id, so erasing
+        a user reaches everything stored under either spelling.
+
+        Example:
+            >>> Namespace.of("s", "jose\u0301") == Namespace.of("s", "jos\u00e9")
+            True
+        """
         return cls(
             session_id=_check_id("session_id", session_id, required=True),
             user_id=_check_id("user_id", user_id),
@@ -54,7 +72,90 @@ def _check_id(field_name: str, value: Any, required: bool = False) -> str:
         value.encode("utf-8")
     except UnicodeEncodeError as e:
         raise InvalidNamespaceError(f"{field_name} is not valid unicode (lone surrogate)") from e
-    return value
+    normalized = unicodedata.normalize("NFC", value)
+    if len(normalized) > MAX_ID_CHARS:
+        raise InvalidNamespaceError(
+            f"{field_name} has {len(normalized)} characters in NFC form, over the limit of {MAX_ID_CHARS}: "
+            "use a shorter id or a hash"
+        )
+    return normalized
+
+
+def nfc_merge_plan(
+    rows: Iterable[tuple[int, str, str, str]],
+) -> tuple[list[tuple[int, int]], list[tuple[int, Namespace]]]:
+    """How the v4 migration folds stored ids into NFC (pure; both backends apply it).
+
+    ``rows`` are ``(ns, user_id, agent_id, session_id)``. Namespaces whose ids become equal
+    in NFC are merged into the lowest ``ns`` of the group: the plan returns the merges
+    ``(from_ns, into_ns)`` (messages, records, outbox rows move to ``into_ns``; its session
+    state is kept, the other states are dropped) and the renames ``(ns, nfc_namespace)`` of
+    the surviving rows whose stored spelling is not NFC. Merged messages keep their ids, so
+    they interleave by time with the surviving session's own messages.
+
+    Example:
+        >>> nfc_merge_plan([(1, "jose\u0301", "", "s"), (2, "jos\u00e9", "", "s")])
+        ([(2, 1)], [(1, Namespace(session_id='s', user_id='jos\xe9', agent_id=''))])
+    """
+    groups: dict[tuple[str, str, str], list[tuple[int, tuple[str, str, str]]]] = {}
+    for ns, user_id, agent_id, session_id in rows:
+        stored = (user_id, agent_id, session_id)
+        key = tuple(unicodedata.normalize("NFC", v) for v in stored)
+        groups.setdefault(key, []).append((ns, stored))  # type: ignore[arg-type]
+    merges: list[tuple[int, int]] = []
+    renames: list[tuple[int, Namespace]] = []
+    for key, members in groups.items():
+        members.sort()
+        into, stored = members[0]
+        merges += [(ns, into) for ns, _ in members[1:]]
+        if stored != key:
+            renames.append((into, Namespace(session_id=key[2], user_id=key[0], agent_id=key[1])))
+    return sorted(merges), sorted(renames, key=lambda r: r[0])
+
+
+def search_terms(text: str) -> list[str]:
+    """The words a keyword query searches for: :func:`query_words`, at most ``MAX_QUERY_TERMS``.
+
+    Over the cap the longest words are kept (the rarer ones, which weigh most in the ranking),
+    in their order of appearance.
+    """
+    words = query_words(text)
+    if len(words) <= MAX_QUERY_TERMS:
+        return words
+    keep = set(sorted(range(len(words)), key=lambda i: (-len(words[i]), i))[:MAX_QUERY_TERMS])
+    return [w for i, w in enumerate(words) if i in keep]
+
+
+def parse_schema_version(raw: object, where: str) -> int:
+    """The stored schema version as an int, or a typed error naming the bad value and the fix."""
+    try:
+        version = int(str(raw))
+    except ValueError:
+        raise SchemaVersionError(
+            f"journal {where} has schema version {str(raw)!r:.80}, which is not an integer: the meta table was "
+            "edited or damaged; restore it from a backup or set meta.schema_version to the version it was written with"
+        ) from None
+    if version < 0:
+        raise SchemaVersionError(f"journal {where} has a negative schema version ({version}): restore it from a backup")
+    return version
+
+
+def erased_message(ns_id: int, known: Namespace | None) -> str:
+    """The message of :class:`SessionErasedError`, naming the session when this process knows it."""
+    who = (f"session {known.session_id!r} (user {known.user_id!r}, agent {known.agent_id!r}, namespace {ns_id})"
+           if known is not None else f"the session with namespace id {ns_id}")
+    return (f"{who} was erased (forget or delete through another handle or process) while this handle was open; "
+            "its id is never reused: resolve the session again with namespace_id() to start it afresh")
+
+
+def check_claim(limit: int, owner: str, lease_s: float) -> None:
+    """Validate the arguments of ``claim_outbox`` (shared by the backends)."""
+    if not isinstance(owner, str) or not owner:
+        raise JournalError(f"owner must be a non-empty string naming the claimer; got {owner!r:.80}")
+    if not lease_s > 0:
+        raise JournalError(f"lease_s ({lease_s!r}) must be positive: the seconds a claim is held before it expires")
+    if limit < 0:
+        raise JournalError(f"limit ({limit}) must not be negative")
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,20 +235,32 @@ class OutboxItem:
     op: str  # "upsert" or "delete"
     attempts: int
     seq: int = 0
+    # Who holds the item's lease ("" for an item read by the unclaimed ``outbox()``).
+    owner: str = ""
 
 
 @dataclass(frozen=True)
 class Scope:
-    """Which namespaces a query may see: one session, a user's sessions, or an agent's."""
+    """Which namespaces a query may see: one session, a user's sessions, or an agent's.
+
+    A session without a user id is private: its "user" and "agent" scopes narrow to the
+    session itself (anonymous sessions share the user ``""`` but never each other's data).
+    """
 
     kind: str  # "session" | "user" | "agent"
     namespace: Namespace
 
+    @property
+    def effective_kind(self) -> str:
+        """The kind actually applied: "session" for every scope of an anonymous session."""
+        return "session" if self.namespace.anonymous else self.kind
+
     def matches(self, ns: Namespace) -> bool:
         own = self.namespace
-        if self.kind == "session":
+        kind = self.effective_kind
+        if kind == "session":
             return ns == own
-        if self.kind == "user":
+        if kind == "user":
             return ns.user_id == own.user_id
         return ns.agent_id == own.agent_id and ns.user_id == own.user_id
 
@@ -159,7 +272,13 @@ class WriteTxn(Protocol):
 
     def state(self) -> SessionState: ...
 
-    def insert_messages(self, messages: Sequence[Message], tokens: Sequence[int], tokens_key: str) -> list[Message]: ...
+    def insert_messages(self, messages: Sequence[Message], tokens: Sequence[int], tokens_key: str) -> list[Message]:
+        """Append messages (with their ``key``, unique per session when set); returns them with ids."""
+        ...
+
+    def messages_by_key(self, keys: Sequence[str]) -> dict[str, Message]:
+        """The messages of this session stored under these idempotency keys (absent keys are left out)."""
+        ...
 
     def window_entries(self, start: int) -> list[WindowEntry]: ...
 
@@ -181,7 +300,9 @@ class WriteTxn(Protocol):
 class ReadTxn(Protocol):
     """Reads from one consistent snapshot."""
 
-    def state(self, ns_id: int) -> SessionState: ...
+    def state(self, ns_id: int) -> SessionState:
+        """The session's cursors and ``version`` (one indexed read); ``SessionState()`` for an erased id."""
+        ...
 
     def window_messages(self, ns_id: int, start: int) -> list[tuple[Message, int, str]]: ...
 
@@ -197,7 +318,13 @@ class Journal(Protocol):
 
     def namespace_id(self, ns: Namespace, create: bool = True) -> int | None: ...
 
-    def write(self, ns_id: int) -> AbstractContextManager[WriteTxn]: ...
+    def write(self, ns_id: int) -> AbstractContextManager[WriteTxn]:
+        """A serialized write transaction of one session.
+
+        Raises:
+            SessionErasedError: the namespace was erased (ids are never reused).
+        """
+        ...
 
     def read(self) -> AbstractContextManager[ReadTxn]: ...
 
@@ -207,7 +334,9 @@ class Journal(Protocol):
 
     def messages_by_id(self, ids: Sequence[int]) -> list[Message]: ...
 
-    def outbox_error(self) -> str | None: ...
+    def outbox_error(self, ns_ids: Sequence[int] | None = None) -> str | None:
+        """One last indexing error still pending, of these namespaces only when given."""
+        ...
 
     def integrity_check(self) -> str: ...
 
@@ -241,18 +370,50 @@ class Journal(Protocol):
                       message_ids: tuple[int, ...] | None = None,
                       metadata: Mapping[str, Any] | None = None) -> None: ...
 
-    def outbox(self, limit: int, due_only: bool = True) -> list[OutboxItem]: ...
+    def outbox(self, limit: int, due_only: bool = True) -> list[OutboxItem]:
+        """Pending items without claiming them (single-process indexers; prefer ``claim_outbox``)."""
+        ...
 
-    def outbox_done(self, items: Sequence[OutboxItem]) -> None: ...
+    def claim_outbox(self, limit: int, *, owner: str, lease_s: float, due_only: bool = True) -> list[OutboxItem]:
+        """Claim up to ``limit`` pending items for ``lease_s`` seconds; no other claimer gets them meanwhile.
 
-    def outbox_failed(self, items: Sequence[OutboxItem], error: str) -> None: ...
+        A record queued again while claimed keeps the lease (with a new ``seq``), so its newer
+        change waits for the holder to finish: a delete never overtakes an upsert in flight.
+        """
+        ...
 
-    def outbox_count(self) -> int: ...
+    def outbox_done(self, items: Sequence[OutboxItem]) -> None:
+        """Drop items whose ``seq`` still matches; release the lease of the others (queued again meanwhile)."""
+        ...
+
+    def outbox_failed(self, items: Sequence[OutboxItem], error: str) -> None:
+        """Per item: attempts + 1, retry after a growing delay, lease released (stale items: lease released only)."""
+        ...
+
+    def outbox_count(self, ns_ids: Sequence[int] | None = None) -> int:
+        """Pending items, of these namespaces only when given."""
+        ...
+
+    def pending_records(self, ns_ids: Sequence[int], limit: int) -> list[Record]:
+        """Records of these namespaces whose upsert is still in the outbox (the newest ``limit``, by id)."""
+        ...
 
     def requeue_all(self) -> int: ...
 
     def links(self, record_ids: Sequence[int]) -> list[tuple[int, int, str, float]]: ...
 
     def add_link(self, a: int, b: int, relation: str, strength: float) -> None: ...
+
+    def compact(self) -> bool:
+        """Make deleted data physically go where the engine allows; True when nothing blocked it.
+
+        Called after ``forget``/``clear``. SQLite: FTS5 optimize and a truncating WAL checkpoint
+        (``secure_delete`` is always on). PostgreSQL: VACUUM of the tables.
+        """
+        ...
+
+    def residue(self, needles: Sequence[str]) -> dict[str, int]:
+        """How many copies of each needle the journal still holds (see each backend for what is scanned)."""
+        ...
 
     def close(self) -> None: ...

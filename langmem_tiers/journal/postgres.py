@@ -19,13 +19,13 @@ import threading
 import time
 import uuid
 import zlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
-from langmem_tiers.errors import JournalError, MissingDependencyError, SchemaVersionError
+from langmem_tiers.errors import JournalError, MissingDependencyError, SchemaVersionError, SessionErasedError
 from langmem_tiers.journal.base import (
     SCHEMA_VERSION,
     KeywordHit,
@@ -36,9 +36,13 @@ from langmem_tiers.journal.base import (
     Scope,
     SessionState,
     WindowEntry,
+    check_claim,
+    erased_message,
+    nfc_merge_plan,
+    parse_schema_version,
+    search_terms,
 )
 from langmem_tiers.messages import Message, ToolCall
-from langmem_tiers.text import query_words
 
 if TYPE_CHECKING:
     import psycopg
@@ -54,7 +58,8 @@ DEFAULT_SCHEMA = "langmem_tiers"
 # Forward migrations, applied in order; index i takes schema version i to i + 1.
 # JSON documents are kept as text (exact round trip; jsonb rejects NaN and \u0000),
 # except tool_calls, which open_tool_calls() reads with jsonb functions.
-MIGRATIONS: tuple[str, ...] = (
+# Versions 1-3 are SQL scripts, frozen as released; version 4 is _migrate_to_v4 below.
+_OLD_MIGRATIONS: tuple[str, ...] = (
     """
     CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
     CREATE TABLE namespaces (
@@ -121,15 +126,72 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE outbox ADD COLUMN seq BIGINT NOT NULL DEFAULT nextval('outbox_seq');
     """,
 )
+
+# Schema version 4 (ids already come from sequences, which never hand a number out twice):
+# the session version stamp, the message idempotency key, and the outbox's namespace
+# (per-session counts, pending records) and leases (owner, claimed_until) for many indexers.
+V4_SQL = """
+ALTER TABLE state ADD COLUMN version BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE messages ADD COLUMN key TEXT;
+CREATE UNIQUE INDEX messages_key ON messages (ns, key) WHERE key IS NOT NULL;
+ALTER TABLE outbox ADD COLUMN ns BIGINT, ADD COLUMN owner TEXT,
+    ADD COLUMN claimed_until DOUBLE PRECISION NOT NULL DEFAULT 0;
+UPDATE outbox o SET ns = r.ns FROM records r WHERE r.id = o.record_id;
+CREATE INDEX outbox_ns ON outbox (ns);
+"""
+
+
+def _migrate_to_v4(conn: Conn) -> None:
+    """Schema version 4 (see ``V4_SQL``), then stored ids folded into NFC.
+
+    Namespaces whose user, agent and session ids become equal in NFC are merged into the
+    lowest id (:func:`~langmem_tiers.journal.base.nfc_merge_plan`): their messages, records
+    and outbox rows move there (links follow the records), the lowest id's session state is
+    kept and the others' dropped; every moved or renamed record is queued for upsert so the
+    vector store learns its new ids.
+    """
+    conn.execute(V4_SQL)
+    rows = conn.execute("SELECT ns, user_id, agent_id, session_id FROM namespaces ORDER BY ns").fetchall()
+    merges, renames = nfc_merge_plan((int(r[0]), str(r[1]), str(r[2]), str(r[3])) for r in rows)
+    touched: set[int] = set()
+    for source, target in merges:
+        conn.execute("UPDATE messages SET ns=%s WHERE ns=%s", (target, source))
+        conn.execute("UPDATE records SET ns=%s WHERE ns=%s", (target, source))
+        conn.execute("UPDATE outbox SET ns=%s WHERE ns=%s", (target, source))
+        conn.execute("DELETE FROM state WHERE ns=%s", (source,))
+        conn.execute("DELETE FROM namespaces WHERE ns=%s", (source,))
+        touched.add(target)
+        log.info("journal migration: namespace %d merged into %d (equal ids in NFC)", source, target)
+    for ns_id, ns in renames:
+        conn.execute("UPDATE namespaces SET user_id=%s, agent_id=%s, session_id=%s WHERE ns=%s",
+                     (ns.user_id, ns.agent_id, ns.session_id, ns_id))
+        touched.add(ns_id)
+    for ns_id in sorted(touched):
+        ids = [int(r[0]) for r in conn.execute("SELECT id FROM records WHERE ns=%s", (ns_id,)).fetchall()]
+        _queue(conn, ids, "upsert", ns_id)
+    _bump(conn, sorted(touched))
+
+
+MIGRATIONS: tuple[str | Callable[[Conn], None], ...] = (*_OLD_MIGRATIONS, _migrate_to_v4)
 assert len(MIGRATIONS) == SCHEMA_VERSION
+
+# The server's clock, in epoch seconds: leases and retry times of replicas on several hosts
+# are compared on one clock.
+_NOW = "extract(epoch FROM clock_timestamp())::double precision"
+# The tables compact() vacuums: every one that holds user text or ids.
+_TABLES = ("messages", "records", "namespaces", "state", "outbox", "links")
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 
 def ts_query(text: str) -> str | None:
-    """Turn free text into a safe ``to_tsquery`` input: each word quoted, OR-ed (ranking weighs the overlap)."""
-    words = query_words(text)
+    """Turn free text into a safe ``to_tsquery`` input: each word quoted, OR-ed (ranking weighs the overlap).
+
+    At most ``MAX_QUERY_TERMS`` words: PostgreSQL parses and evaluates an OR chain
+    recursively, and a 20k-word query (a pasted document) exceeded its stack depth limit.
+    """
+    words = search_terms(text)
     return " | ".join("'" + w.replace("'", "''") + "'" for w in words) or None
 
 
@@ -194,6 +256,8 @@ class PostgresJournal:
         self.url = redact_url(url)
         self.schema = schema
         self._lock = threading.Lock()
+        # Names of the sessions this process resolved, to say which one a stale handle lost (memory only).
+        self._names: dict[int, Namespace] = {}
         search_path = f'SET search_path TO "{schema}"'
 
         def configure(conn: Conn) -> None:
@@ -227,14 +291,18 @@ class PostgresJournal:
             version = 0
             if row is not None and row[0]:
                 found = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-                version = int(found[0]) if found else 0
+                version = parse_schema_version(found[0], f"{self.url} (schema {self.schema})") if found else 0
             if version > SCHEMA_VERSION:
                 raise SchemaVersionError(
                     f"journal {self.url} (schema {self.schema}) has schema version {version}, newer than this "
                     f"langmem-tiers understands ({SCHEMA_VERSION}): upgrade langmem-tiers"
                 )
             for step in range(version, SCHEMA_VERSION):
-                conn.execute(MIGRATIONS[step])
+                migration = MIGRATIONS[step]
+                if callable(migration):
+                    migration(conn)
+                else:
+                    conn.execute(migration)
                 log.info("journal %s (schema %s) migrated to schema version %d", self.url, self.schema, step + 1)
             if version == 0:
                 conn.execute("INSERT INTO meta VALUES ('uid', %s)", (uuid.uuid4().hex,))
@@ -282,12 +350,18 @@ class PostgresJournal:
 
     @contextmanager
     def write(self, ns_id: int) -> Iterator[_PostgresWrite]:
-        """A write transaction serialized per session across processes; commits on exit, rolls back on error."""
+        """A write transaction serialized per session across processes; commits on exit, rolls back on error.
+
+        Raises:
+            SessionErasedError: the namespace was erased meanwhile (sequence ids are never reused).
+        """
         with self._txn() as conn:
-            locked = conn.execute("SELECT ns FROM state WHERE ns=%s FOR UPDATE", (ns_id,)).fetchone()
-            if locked is None:  # a namespace without state (deleted): still serialize its writers
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (ns_id,))
-            yield _PostgresWrite(conn, ns_id)
+            if not _lock_session(conn, ns_id):
+                raise SessionErasedError(erased_message(ns_id, self._names.get(ns_id)))
+            tx = _PostgresWrite(conn, ns_id)
+            yield tx
+            if tx.touched:
+                _bump(conn, [ns_id])
 
     @contextmanager
     def read(self) -> Iterator[_PostgresRead]:
@@ -303,7 +377,7 @@ class PostgresJournal:
         with self._autocommit() as conn:
             row = conn.execute(select, key).fetchone()
         if row or not create:
-            return int(row[0]) if row else None
+            return self._remember(int(row[0]), ns) if row else None
         with self._txn() as conn:
             conn.execute(
                 "INSERT INTO namespaces (user_id, agent_id, session_id, created_at) VALUES (%s,%s,%s,%s) "
@@ -314,17 +388,24 @@ class PostgresJournal:
             if row is None:
                 raise JournalError(f"namespace {ns} vanished while it was created (deleted concurrently)")
             conn.execute("INSERT INTO state (ns) VALUES (%s) ON CONFLICT DO NOTHING", (row[0],))
-            return int(row[0])
+        return self._remember(int(row[0]), ns)
+
+    def _remember(self, ns_id: int, ns: Namespace) -> int:
+        if len(self._names) >= _NAMES_KEPT:
+            self._names.pop(next(iter(self._names)))
+        self._names[ns_id] = ns
+        return ns_id
 
     def namespaces(self, scope: Scope | None = None) -> list[tuple[int, Namespace]]:
         sql = "SELECT ns, session_id, user_id, agent_id FROM namespaces"
         args: tuple[str, ...] = ()
         if scope is not None:
             own = scope.namespace
-            if scope.kind == "session":
+            kind = scope.effective_kind  # an anonymous session's scopes narrow to itself
+            if kind == "session":
                 sql += " WHERE session_id=%s AND user_id=%s AND agent_id=%s"
                 args = (own.session_id, own.user_id, own.agent_id)
-            elif scope.kind == "user":
+            elif kind == "user":
                 sql += " WHERE user_id=%s"
                 args = (own.user_id,)
             else:
@@ -368,13 +449,18 @@ class PostgresJournal:
         return int(row[0]) if row else 0
 
     def clear_session(self, ns_id: int) -> list[int]:
-        """Delete a session's messages, summary and records; returns the record ids removed."""
-        with self.write(ns_id) as tx:
-            conn = tx.conn
+        """Delete a session's messages, summary and records; returns the record ids removed.
+
+        The session row stays; ``summary_version`` and ``version`` grow (never reset), so a
+        summary computed before the clear is recognized as stale by its version.
+        """
+        with self._txn() as conn:
+            _lock_session(conn, ns_id)
             record_ids = _delete_ns_content(conn, ns_id)
             conn.execute(
                 "UPDATE state SET window_start=0, summary='', summary_tokens=0, summary_cursor=0, "
-                "summary_version=summary_version+1, failures=0, last_error=NULL, retry_at=0 WHERE ns=%s",
+                "summary_version=summary_version+1, failures=0, last_error=NULL, retry_at=0, "
+                "version=version+1 WHERE ns=%s",
                 (ns_id,),
             )
             return record_ids
@@ -437,6 +523,7 @@ class PostgresJournal:
         match = ts_query(query)
         if not match or not ns_ids or k <= 0:
             return []
+        # The namespace filter is a column of records, never a term of the text index.
         sql = (
             "SELECT r.id, ts_rank_cd(r.tsv, q.query) AS score "
             "FROM records r, to_tsquery('english'::regconfig, %s) AS q(query) "
@@ -453,8 +540,9 @@ class PostgresJournal:
         return [KeywordHit(int(r[0]), i + 1, float(r[1])) for i, r in enumerate(rows)]
 
     def add_records(self, ns_id: int, records: Sequence[NewRecord]) -> list[int]:
-        with self._txn() as conn:
-            return _insert_records(conn, ns_id, records)
+        """Insert records of one session; raises SessionErasedError when it was erased."""
+        with self.write(ns_id) as tx:
+            return tx.insert_records(records)
 
     def delete_records(self, ids: Sequence[int]) -> int:
         with self._txn() as conn:
@@ -475,58 +563,109 @@ class PostgresJournal:
         if not sets:
             return
         with self._txn() as conn:
-            conn.execute(f"UPDATE records SET {', '.join(sets)} WHERE id=%s", (*args, record_id))
-            _queue(conn, record_id, "upsert")
+            row = conn.execute(f"UPDATE records SET {', '.join(sets)} WHERE id=%s RETURNING ns",
+                               (*args, record_id)).fetchone()
+            if row is not None:
+                _queue(conn, [record_id], "upsert", int(row[0]))
+                _bump(conn, [int(row[0])])
 
     def outbox(self, limit: int, due_only: bool = True) -> list[OutboxItem]:
+        """Pending items, unclaimed (the single-process path; many indexers use :meth:`claim_outbox`)."""
         with self._autocommit() as conn:
             rows = conn.execute(
-                "SELECT record_id, op, attempts, seq FROM outbox WHERE retry_at <= %s ORDER BY record_id LIMIT %s",
-                (time.time() if due_only else float("inf"), limit),
+                f"SELECT record_id, op, attempts, seq FROM outbox WHERE (NOT %s OR retry_at <= {_NOW}) "
+                "ORDER BY record_id LIMIT %s",
+                (due_only, limit),
             ).fetchall()
         return [OutboxItem(int(r[0]), str(r[1]), int(r[2]), int(r[3])) for r in rows]
+
+    def claim_outbox(self, limit: int, *, owner: str, lease_s: float, due_only: bool = True) -> list[OutboxItem]:
+        """Claim up to ``limit`` unleased items (due ones unless ``due_only=False``) for ``lease_s`` seconds.
+
+        ``FOR UPDATE SKIP LOCKED`` lets replicas claim at once without waiting on each other;
+        a lease that expires (a crashed indexer) makes the row claimable again. Times are
+        the server's clock.
+        """
+        check_claim(limit, owner, lease_s)
+        if limit == 0:
+            return []
+        with self._autocommit() as conn:
+            rows = conn.execute(
+                f"WITH now AS (SELECT {_NOW} AS t), picked AS ("
+                "SELECT o.record_id FROM outbox o, now WHERE (NOT %s OR o.retry_at <= now.t) "
+                "AND o.claimed_until <= now.t ORDER BY o.record_id LIMIT %s FOR UPDATE OF o SKIP LOCKED) "
+                "UPDATE outbox o SET owner=%s, claimed_until=(SELECT t FROM now) + %s FROM picked "
+                "WHERE o.record_id = picked.record_id RETURNING o.record_id, o.op, o.attempts, o.seq",
+                (due_only, limit, owner, lease_s),
+            ).fetchall()
+        return sorted(OutboxItem(int(r[0]), str(r[1]), int(r[2]), int(r[3]), owner) for r in rows)
 
     def outbox_done(self, items: Sequence[OutboxItem]) -> None:
         if not items:
             return
-        with self._autocommit() as conn:
+        with self._txn() as conn:
             # Matching seq keeps a change queued again meanwhile.
             conn.execute(
                 "DELETE FROM outbox o USING unnest(%s::bigint[], %s::bigint[]) AS d(record_id, seq) "
                 "WHERE o.record_id = d.record_id AND o.seq = d.seq",
                 ([i.record_id for i in items], [i.seq for i in items]),
             )
+            _release(conn, items)
 
     def outbox_failed(self, items: Sequence[OutboxItem], error: str) -> None:
         if not items:
             return
-        with self._autocommit() as conn:
+        with self._txn() as conn:
             # SET reads the old attempts: the first failure waits 1 s, then 2, 4 ... up to 256 s.
             conn.execute(
                 "UPDATE outbox o SET attempts=o.attempts+1, last_error=%s, "
-                "retry_at=%s + least(300, 1 << least(o.attempts, 8)) "
+                f"retry_at={_NOW} + least(300, 1 << least(o.attempts, 8)) "
                 "FROM unnest(%s::bigint[], %s::bigint[]) AS d(record_id, seq) "
                 "WHERE o.record_id = d.record_id AND o.seq = d.seq",
-                (error[:2000], time.time(), [i.record_id for i in items], [i.seq for i in items]),
+                (error[:2000], [i.record_id for i in items], [i.seq for i in items]),
             )
+            _release(conn, items)
 
-    def outbox_count(self) -> int:
+    def outbox_count(self, ns_ids: Sequence[int] | None = None) -> int:
         with self._autocommit() as conn:
-            row = conn.execute("SELECT count(*) FROM outbox").fetchone()
+            if ns_ids is None:
+                row = conn.execute("SELECT count(*) FROM outbox").fetchone()
+            else:
+                row = conn.execute("SELECT count(*) FROM outbox WHERE ns = ANY(%s)", (list(ns_ids),)).fetchone()
         return int(row[0]) if row else 0
 
-    def outbox_error(self) -> str | None:
+    def outbox_error(self, ns_ids: Sequence[int] | None = None) -> str | None:
+        sql, args = "SELECT last_error FROM outbox WHERE last_error IS NOT NULL", []
+        if ns_ids is not None:
+            sql += " AND ns = ANY(%s)"
+            args.append(list(ns_ids))
         with self._autocommit() as conn:
-            row = conn.execute("SELECT last_error FROM outbox WHERE last_error IS NOT NULL LIMIT 1").fetchone()
+            row = conn.execute(sql + " LIMIT 1", args).fetchone()
         return None if row is None else str(row[0])
+
+    def pending_records(self, ns_ids: Sequence[int], limit: int) -> list[Record]:
+        """Records of these namespaces whose upsert is still queued (not yet in the vector store).
+
+        The newest ``limit`` of them, in id order: a query searches them exactly (their
+        vectors are computed on the spot) until the indexer catches up.
+        """
+        if not ns_ids or limit <= 0:
+            return []
+        with self._autocommit() as conn:
+            rows = conn.execute(
+                f"{_RECORD_SELECT} JOIN outbox o ON o.record_id = r.id "
+                "WHERE o.op = 'upsert' AND r.ns = ANY(%s) ORDER BY r.id DESC LIMIT %s",
+                (list(ns_ids), limit),
+            ).fetchall()
+        return [_row_record(r) for r in reversed(rows)]
 
     def requeue_all(self) -> int:
         # The tsvector column is generated from the text, so only the vectors need rebuilding.
         with self._txn() as conn:
             conn.execute(
-                "INSERT INTO outbox (record_id, op) SELECT id, 'upsert' FROM records "
+                "INSERT INTO outbox (record_id, op, ns) SELECT id, 'upsert', ns FROM records "
                 "ON CONFLICT (record_id) DO UPDATE SET op='upsert', attempts=0, last_error=NULL, retry_at=0, "
-                "seq=nextval('outbox_seq')"
+                "seq=nextval('outbox_seq'), ns=EXCLUDED.ns"
             )
             row = conn.execute("SELECT count(*) FROM outbox").fetchone()
             return int(row[0]) if row else 0
@@ -568,6 +707,46 @@ class PostgresJournal:
                 problems.append(f"{row[0]} sessions have a summary cursor inside their window")
         return "ok" if not problems else "; ".join(problems)
 
+    # --- physical erasure -----------------------------------------------------
+
+    def compact(self) -> bool:
+        """VACUUM the journal's tables (outside a transaction, as PostgreSQL requires).
+
+        VACUUM makes the space of deleted rows reusable and prunes dead index entries; it
+        does not overwrite the bytes at once, and copies in the WAL, in replicas and in
+        backups stay until PostgreSQL recycles them: nothing SQL can reach proves or forces
+        their removal (see :meth:`residue`).
+        """
+        with self._autocommit() as conn:
+            conn.execute("VACUUM " + ", ".join(_TABLES))
+        return True
+
+    def residue(self, needles: Sequence[str]) -> dict[str, int]:
+        """Occurrences of each needle in the live rows of every journal table that holds text.
+
+        Only what SQL can see: dead tuples not yet reclaimed, the WAL, replicas and backups
+        are not scannable from a client, so 0 here means "no live copy", not "no copy on disk".
+        """
+        columns = {"messages": ("content", "metadata", "tool_calls::text", "key"),
+                   "records": ("text", "metadata", "tags"),
+                   "namespaces": ("user_id", "agent_id", "session_id"),
+                   "state": ("summary", "last_error"),
+                   "outbox": ("last_error",)}
+        found: dict[str, int] = {}
+        with self._autocommit() as conn:
+            for needle in needles:
+                if not needle:
+                    raise JournalError("residue() needs non-empty needles")
+                total = 0
+                for table, cols in columns.items():
+                    parts = " + ".join(
+                        f"coalesce(sum((length({c}) - length(replace({c}, %(n)s, ''))) / length(%(n)s)), 0)"
+                        for c in cols)
+                    row = conn.execute(f"SELECT {parts} FROM {table}", {"n": needle}).fetchone()
+                    total += int(row[0]) if row else 0
+                found[needle] = total
+        return found
+
     def close(self) -> None:
         with self._lock:
             pool, self._pool = self._pool, None
@@ -578,7 +757,8 @@ class PostgresJournal:
         return f"PostgresJournal({self.url!r}, schema={self.schema!r})"
 
 
-_MSG_COLS = "id, role, content, name, tool_calls, tool_call_id, metadata, created_at, tokens, tokens_key"
+_NAMES_KEPT = 4096
+_MSG_COLS = "id, role, content, name, tool_calls, tool_call_id, metadata, created_at, tokens, tokens_key, key"
 _RECORD_SELECT = (
     "SELECT r.id, n.session_id, n.user_id, n.agent_id, r.kind, r.text, r.message_ids, r.importance, "
     "r.pinned, r.tags, r.metadata, r.created_at FROM records r JOIN namespaces n ON n.ns = r.ns"
@@ -589,6 +769,7 @@ class _PostgresWrite:
     def __init__(self, conn: Conn, ns_id: int) -> None:
         self.conn = conn
         self.ns_id = ns_id
+        self.touched = False  # a change to this session: its version grows at commit
 
     def state(self) -> SessionState:
         return _state(self.conn, self.ns_id)
@@ -599,19 +780,36 @@ class _PostgresWrite:
         stored = []
         for message, count in zip(messages, tokens):
             created = message.created_at if message.created_at is not None else time.time()
-            row = self.conn.execute(
-                "INSERT INTO messages (ns, role, content, name, tool_calls, tool_call_id, metadata, created_at, "
-                "tokens, tokens_key) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) RETURNING id",
-                (self.ns_id, message.role, json.dumps(message.to_dict()["content"], ensure_ascii=False),
-                 message.name,
-                 Jsonb([c.to_dict() for c in message.tool_calls]) if message.tool_calls else None,
-                 message.tool_call_id,
-                 json.dumps(dict(message.metadata), ensure_ascii=False) if message.metadata else None,
-                 created, count, tokens_key),
-            ).fetchone()
+            try:
+                row = self.conn.execute(
+                    "INSERT INTO messages (ns, role, content, name, tool_calls, tool_call_id, metadata, created_at, "
+                    "tokens, tokens_key, key) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) RETURNING id",
+                    (self.ns_id, message.role, json.dumps(message.to_dict()["content"], ensure_ascii=False),
+                     message.name,
+                     Jsonb([c.to_dict() for c in message.tool_calls]) if message.tool_calls else None,
+                     message.tool_call_id,
+                     json.dumps(dict(message.metadata), ensure_ascii=False) if message.metadata else None,
+                     created, count, tokens_key, message.key),
+                ).fetchone()
+            except Exception as e:
+                if message.key is not None and getattr(e, "sqlstate", None) == "23505":  # unique_violation
+                    raise JournalError(
+                        f"a message with key {message.key!r:.80} is already stored in this session: "
+                        "look keys up with messages_by_key() and skip the stored ones"
+                    ) from e
+                raise
             assert row is not None
             stored.append(replace(message, id=int(row[0]), created_at=created))
+        self.touched = self.touched or bool(stored)
         return stored
+
+    def messages_by_key(self, keys: Sequence[str]) -> dict[str, Message]:
+        if not keys:
+            return {}
+        rows = self.conn.execute(
+            f"SELECT {_MSG_COLS} FROM messages WHERE ns=%s AND key = ANY(%s)", (self.ns_id, list(set(keys)))
+        ).fetchall()
+        return {str(r[10]): _row_message(r) for r in rows}
 
     def window_entries(self, start: int) -> list[WindowEntry]:
         rows = self.conn.execute(
@@ -636,6 +834,7 @@ class _PostgresWrite:
 
     def set_window_start(self, window_start: int) -> None:
         self.conn.execute("UPDATE state SET window_start=%s WHERE ns=%s", (window_start, self.ns_id))
+        self.touched = True
 
     def set_summary(self, summary: str, tokens: int, cursor: int) -> None:
         self.conn.execute(
@@ -643,24 +842,29 @@ class _PostgresWrite:
             "summary_version=summary_version+1, failures=0, last_error=NULL, retry_at=0 WHERE ns=%s",
             (summary, tokens, cursor, self.ns_id),
         )
+        self.touched = True
 
     def set_failure(self, error: str | None, failures: int, retry_at: float) -> None:
         self.conn.execute(
             "UPDATE state SET last_error=%s, failures=%s, retry_at=%s WHERE ns=%s",
             (error, failures, retry_at, self.ns_id),
         )
+        self.touched = True
 
     def insert_records(self, records: Sequence[NewRecord]) -> list[int]:
-        return _insert_records(self.conn, self.ns_id, records)
+        ids = _insert_records(self.conn, self.ns_id, records)
+        self.touched = self.touched or bool(ids)
+        return ids
 
     def update_tokens(self, ids_tokens: Sequence[tuple[int, int]], tokens_key: str) -> None:
         if not ids_tokens:
             return
         with self.conn.cursor() as cur:
             cur.executemany(
-                "UPDATE messages SET tokens=%s, tokens_key=%s WHERE id=%s",
-                [(count, tokens_key, mid) for mid, count in ids_tokens],
+                "UPDATE messages SET tokens=%s, tokens_key=%s WHERE id=%s AND ns=%s",
+                [(count, tokens_key, mid, self.ns_id) for mid, count in ids_tokens],
             )
+        self.touched = True
 
 
 class _PostgresRead:
@@ -697,13 +901,46 @@ def _rollback(conn: Conn, error: type[Exception]) -> None:
 def _state(conn: Conn, ns_id: int) -> SessionState:
     row = conn.execute(
         "SELECT window_start, summary, summary_tokens, summary_cursor, summary_version, failures, last_error, "
-        "retry_at FROM state WHERE ns=%s",
+        "retry_at, version FROM state WHERE ns=%s",
         (ns_id,),
     ).fetchone()
     if row is None:
         return SessionState()
     return SessionState(int(row[0]), str(row[1]), int(row[2]), int(row[3]), int(row[4]), int(row[5]),
-                        row[6], float(row[7]))
+                        row[6], float(row[7]), int(row[8]))
+
+
+def _lock_session(conn: Conn, ns_id: int) -> bool:
+    """Lock the session's state row for this transaction; False when the namespace was erased."""
+    if conn.execute("SELECT ns FROM state WHERE ns=%s FOR UPDATE", (ns_id,)).fetchone():
+        return True
+    if conn.execute("SELECT ns FROM namespaces WHERE ns=%s FOR KEY SHARE", (ns_id,)).fetchone() is None:
+        return False
+    conn.execute("INSERT INTO state (ns) VALUES (%s) ON CONFLICT DO NOTHING", (ns_id,))  # repair a missing row
+    return conn.execute("SELECT ns FROM state WHERE ns=%s FOR UPDATE", (ns_id,)).fetchone() is not None
+
+
+def _bump(conn: Conn, ns_ids: Sequence[int]) -> None:
+    """Grow the version stamp of these sessions, locking their rows in id order (no deadlock)."""
+    if not ns_ids:
+        return
+    conn.execute(
+        "UPDATE state SET version=version+1 WHERE ns IN "
+        "(SELECT ns FROM state WHERE ns = ANY(%s) ORDER BY ns FOR UPDATE)",
+        (sorted(set(ns_ids)),),
+    )
+
+
+def _release(conn: Conn, items: Sequence[OutboxItem]) -> None:
+    """Release the leases these items hold (rows queued again meanwhile become claimable)."""
+    claimed = [i for i in items if i.owner]
+    if claimed:
+        conn.execute(
+            "UPDATE outbox o SET owner=NULL, claimed_until=0 "
+            "FROM unnest(%s::bigint[], %s::text[]) AS d(record_id, owner) "
+            "WHERE o.record_id = d.record_id AND o.owner = d.owner",
+            ([i.record_id for i in claimed], [i.owner for i in claimed]),
+        )
 
 
 def _row_message(row: Sequence[Any]) -> Message:
@@ -717,6 +954,7 @@ def _row_message(row: Sequence[Any]) -> Message:
         metadata=json.loads(row[6]) if row[6] else {},
         created_at=float(row[7]),
         id=int(row[0]),
+        key=row[10],
     )
 
 
@@ -735,12 +973,19 @@ def _row_record(row: Sequence[Any]) -> Record:
     )
 
 
-def _queue(conn: Conn, record_id: int, op: str) -> None:
-    """Put a record in the outbox afresh (like SQLite's INSERT OR REPLACE: attempts and backoff reset)."""
+def _queue(conn: Conn, record_ids: Sequence[int], op: str, ns_id: int | None) -> None:
+    """Queue index changes afresh: attempts and backoff reset, a new ``seq``.
+
+    An existing lease is kept: the holder finishes its (now stale) item first, and the new
+    change becomes claimable when it releases the row, so a delete never overtakes an upsert.
+    """
+    if not record_ids:
+        return
     conn.execute(
-        "INSERT INTO outbox (record_id, op) VALUES (%s, %s) ON CONFLICT (record_id) DO UPDATE "
-        "SET op=EXCLUDED.op, attempts=0, last_error=NULL, retry_at=0, seq=nextval('outbox_seq')",
-        (record_id, op),
+        "INSERT INTO outbox (record_id, op, ns) SELECT unnest(%s::bigint[]), %s, %s ON CONFLICT (record_id) "
+        "DO UPDATE SET op=EXCLUDED.op, attempts=0, last_error=NULL, retry_at=0, seq=nextval('outbox_seq'), "
+        "ns=coalesce(EXCLUDED.ns, outbox.ns)",
+        (list(record_ids), op, ns_id),
     )
 
 
@@ -755,9 +1000,8 @@ def _insert_records(conn: Conn, ns_id: int, records: Sequence[NewRecord]) -> lis
              r.created_at or time.time()),
         ).fetchone()
         assert row is not None
-        rid = int(row[0])
-        _queue(conn, rid, "upsert")
-        ids.append(rid)
+        ids.append(int(row[0]))
+    _queue(conn, ids, "upsert", ns_id)
     return ids
 
 
@@ -765,14 +1009,16 @@ def _delete_records(conn: Conn, ids: Sequence[int]) -> int:
     if not ids:
         return 0
     wanted = list(dict.fromkeys(ids))
-    removed = conn.execute("DELETE FROM records WHERE id = ANY(%s)", (wanted,)).rowcount
+    owners = {int(r[0]): int(r[1]) for r in
+              conn.execute("DELETE FROM records WHERE id = ANY(%s) RETURNING id, ns", (wanted,)).fetchall()}
     conn.execute("DELETE FROM links WHERE a = ANY(%s) OR b = ANY(%s)", (wanted, wanted))
-    conn.execute(
-        "INSERT INTO outbox (record_id, op) SELECT unnest(%s::bigint[]), 'delete' ON CONFLICT (record_id) "
-        "DO UPDATE SET op='delete', attempts=0, last_error=NULL, retry_at=0, seq=nextval('outbox_seq')",
-        (wanted,),
-    )
-    return max(removed, 0)
+    by_ns: dict[int | None, list[int]] = {}
+    for rid in wanted:
+        by_ns.setdefault(owners.get(rid), []).append(rid)
+    for ns_id, rids in by_ns.items():
+        _queue(conn, rids, "delete", ns_id)
+    _bump(conn, sorted(set(owners.values())))
+    return len(owners)
 
 
 def _delete_ns_content(conn: Conn, ns_id: int) -> list[int]:

@@ -1,19 +1,28 @@
-"""The SQLite journal: one file, WAL, every write committed before the call returns."""
+"""The SQLite journal: one file, WAL, every write committed before the call returns.
+
+Erasure is physical where SQLite allows it: ``secure_delete`` is on (deleted cells and
+freed pages are overwritten with zeros), and :meth:`SqliteJournal.compact` merges the
+FTS5 index (dropping the terms of deleted records from its segments) and truncates the
+WAL, so :meth:`SqliteJournal.residue` can prove that no copy of an erased text is left in
+the journal file, its ``-wal`` or its ``-shm``.
+"""
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
-from langmem_tiers.errors import JournalError, SchemaVersionError
+from langmem_tiers.errors import JournalError, SchemaVersionError, SessionErasedError
 from langmem_tiers.journal.base import (
     SCHEMA_VERSION,
     KeywordHit,
@@ -24,14 +33,19 @@ from langmem_tiers.journal.base import (
     Scope,
     SessionState,
     WindowEntry,
+    check_claim,
+    erased_message,
+    nfc_merge_plan,
+    parse_schema_version,
+    search_terms,
 )
 from langmem_tiers.messages import Message, ToolCall
-from langmem_tiers.text import query_words
 
 log = logging.getLogger(__name__)
 
 # Forward migrations, applied in order; index i takes schema version i to i + 1.
-MIGRATIONS: tuple[str, ...] = (
+# Versions 1-3 are SQL scripts, frozen as released; version 4 is _migrate_to_v4 below.
+_OLD_MIGRATIONS: tuple[str, ...] = (
     """
     CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
     CREATE TABLE namespaces (
@@ -129,18 +143,128 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE outbox ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;
     """,
 )
+
+# Schema version 4, in SQL; _migrate_to_v4 runs it, then folds stored ids into NFC.
+#  - namespaces gets AUTOINCREMENT (a table rebuild): an erased namespace's id is never handed out
+#    again, so a stale handle can never reach a session created later;
+#  - state.version, the session version stamp; messages.key, the idempotency key;
+#  - the keyword index holds only the text: the per-namespace scope terms it also held were
+#    searchable words ("S3 bucket" matched every record of namespace 3); scope is a join now;
+#  - the outbox learns each row's namespace (per-session counts, pending records) and leases
+#    (owner, claimed_until) for many indexers; seq comes from a counter that never goes back.
+V4_SQL = """
+CREATE TABLE namespaces_v4 (
+    ns INTEGER PRIMARY KEY AUTOINCREMENT,
+    user_id TEXT NOT NULL, agent_id TEXT NOT NULL, session_id TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    UNIQUE (user_id, agent_id, session_id)
+);
+INSERT INTO namespaces_v4 (ns, user_id, agent_id, session_id, created_at)
+    SELECT ns, user_id, agent_id, session_id, created_at FROM namespaces ORDER BY ns;
+DROP TABLE namespaces;
+ALTER TABLE namespaces_v4 RENAME TO namespaces;
+ALTER TABLE state ADD COLUMN version INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE messages ADD COLUMN key TEXT;
+CREATE UNIQUE INDEX messages_key ON messages (ns, key) WHERE key IS NOT NULL;
+DROP TRIGGER records_ai;
+DROP TRIGGER records_ad;
+DROP TRIGGER records_au;
+DROP TABLE records_fts;
+ALTER TABLE records DROP COLUMN scope_terms;
+CREATE VIRTUAL TABLE records_fts USING fts5(
+    text, content='records', content_rowid='id', tokenize='porter unicode61 remove_diacritics 2'
+);
+CREATE TRIGGER records_ai AFTER INSERT ON records BEGIN
+    INSERT INTO records_fts (rowid, text) VALUES (new.id, new.text);
+END;
+CREATE TRIGGER records_ad AFTER DELETE ON records BEGIN
+    INSERT INTO records_fts (records_fts, rowid, text) VALUES ('delete', old.id, old.text);
+END;
+CREATE TRIGGER records_au AFTER UPDATE OF text ON records BEGIN
+    INSERT INTO records_fts (records_fts, rowid, text) VALUES ('delete', old.id, old.text);
+    INSERT INTO records_fts (rowid, text) VALUES (new.id, new.text);
+END;
+INSERT INTO records_fts (records_fts) VALUES ('rebuild');
+ALTER TABLE outbox ADD COLUMN ns INTEGER;
+ALTER TABLE outbox ADD COLUMN owner TEXT;
+ALTER TABLE outbox ADD COLUMN claimed_until REAL NOT NULL DEFAULT 0;
+UPDATE outbox SET ns = (SELECT r.ns FROM records r WHERE r.id = outbox.record_id);
+CREATE INDEX outbox_ns ON outbox (ns);
+INSERT INTO meta VALUES ('outbox_seq', (SELECT coalesce(max(seq), 0) FROM outbox));
+"""
+
+
+def _migrate_to_v4(db: sqlite3.Connection) -> None:
+    """Schema version 4 (see ``V4_SQL``), then stored ids folded into NFC.
+
+    Namespaces whose user, agent and session ids become equal in NFC are merged into the
+    lowest id (:func:`~langmem_tiers.journal.base.nfc_merge_plan`): their messages, records
+    and outbox rows move there (links follow the records), the lowest id's session state is
+    kept and the others' dropped; every moved or renamed record is queued for upsert so the
+    vector store learns its new ids.
+    """
+    for statement in _split_sql(V4_SQL):
+        db.execute(statement)
+    rows = db.execute("SELECT ns, user_id, agent_id, session_id FROM namespaces ORDER BY ns").fetchall()
+    merges, renames = nfc_merge_plan((int(r[0]), str(r[1]), str(r[2]), str(r[3])) for r in rows)
+    touched: set[int] = set()
+    for source, target in merges:
+        db.execute("UPDATE messages SET ns=? WHERE ns=?", (target, source))
+        db.execute("UPDATE records SET ns=? WHERE ns=?", (target, source))
+        db.execute("UPDATE outbox SET ns=? WHERE ns=?", (target, source))
+        db.execute("DELETE FROM state WHERE ns=?", (source,))
+        db.execute("DELETE FROM namespaces WHERE ns=?", (source,))
+        touched.add(target)
+        log.info("journal migration: namespace %d merged into %d (equal ids in NFC)", source, target)
+    for ns_id, ns in renames:
+        db.execute("UPDATE namespaces SET user_id=?, agent_id=?, session_id=? WHERE ns=?",
+                   (ns.user_id, ns.agent_id, ns.session_id, ns_id))
+        touched.add(ns_id)
+    for ns_id in sorted(touched):
+        ids = [int(r[0]) for r in db.execute("SELECT id FROM records WHERE ns=?", (ns_id,))]
+        _queue(db, ids, "upsert", ns_id)
+    _bump(db, sorted(touched))
+
+
+MIGRATIONS: tuple[str | Callable[[sqlite3.Connection], None], ...] = (*_OLD_MIGRATIONS, _migrate_to_v4)
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
-def fts_query(text: str, ns_id: int | None = None) -> str | None:
+# How long a freshly opened journal waits on the file before reporting it busy.
+DEFAULT_BUSY_TIMEOUT_S = 30.0
+
+
+def fts_query(text: str) -> str | None:
     """Turn free text into a safe FTS5 query: each word quoted, OR-ed (bm25 ranks the overlap).
 
-    With ``ns_id`` the query also requires the session's scope term, so FTS5 itself
-    filters by session instead of ranking every match in the journal.
+    Scope is never part of the query: keyword search filters by namespace through the
+    records table, so no internal term can be matched by what a user types.
     """
-    words = " OR ".join(f'"{w}"' for w in query_words(text))
-    if not words:
-        return None
-    return f'scope_terms : "s{ns_id}" AND ({words})' if ns_id is not None else f"text : ({words})"
+    words = " OR ".join(f'"{w}"' for w in search_terms(text))
+    return words or None
+
+
+def read_only_uri(path: Path, folder_writable: bool) -> str:
+    """The URI that opens ``path`` read-only.
+
+    ``immutable=1`` only when the folder is not writable and no ``-wal`` file exists: then
+    no writer can exist (a WAL journal cannot be written without creating ``-wal`` and
+    ``-shm`` beside it), and SQLite needs that promise to read without creating ``-shm``.
+    """
+    uri = f"file:{quote(str(path.resolve()))}?mode=ro"
+    wal = path.with_name(path.name + "-wal")
+    if not folder_writable and not wal.exists():
+        uri += "&immutable=1"
+    return uri
+
+
+def read_only_reason(path: Path) -> str | None:
+    """Why the journal at ``path`` can only be read here (``None`` when it can be written)."""
+    folder = path.parent
+    if path.exists() and not os.access(path, os.W_OK):
+        return f"the file {path} is not writable"
+    if folder.exists() and not os.access(folder, os.W_OK | os.X_OK):
+        return f"the folder {folder} is not writable (SQLite creates -wal and -shm files beside the journal)"
+    return None
 
 
 class SqliteJournal:
@@ -148,6 +272,14 @@ class SqliteJournal:
 
     One connection per instance, shared by threads under a lock; writers in other
     processes are serialized by SQLite (``BEGIN IMMEDIATE`` with a busy timeout).
+
+    Args:
+        path: the journal file (its folder is created when missing).
+        synchronous: SQLite's ``synchronous`` setting, ``FULL`` by default.
+        busy_timeout_s: how long a write waits for another process's write.
+        read_only: open for reading only. ``None`` (default) decides from the file system: a
+            journal whose file or folder is not writable is opened read-only (reads work,
+            writes raise :class:`JournalError`).
 
     Example:
         >>> import tempfile, pathlib
@@ -157,47 +289,119 @@ class SqliteJournal:
         >>> j.close()
     """
 
-    def __init__(self, path: str | Path, *, synchronous: str = "FULL", busy_timeout_s: float = 30.0) -> None:
+    def __init__(self, path: str | Path, *, synchronous: str = "FULL", busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
+                 read_only: bool | None = None) -> None:
         if synchronous not in ("FULL", "NORMAL", "EXTRA"):
             raise JournalError(f"synchronous ({synchronous!r}) must be FULL, NORMAL or EXTRA")
         self.path = Path(path)
         self.url = f"sqlite:///{self.path}"
         self._lock = threading.RLock()
+        # Names of the sessions this process resolved, to say which one a stale handle lost (memory only).
+        self._names: dict[int, Namespace] = {}
+        self._check_path()
+        reason = read_only_reason(self.path)
+        if read_only is None:
+            read_only = reason is not None and self.path.exists()
+        self.read_only_reason = (reason or "it was opened with read_only=True") if read_only else None
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(
-                str(self.path), isolation_level=None, check_same_thread=False, timeout=busy_timeout_s
-            )
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute(f"PRAGMA synchronous={synchronous}")
-            self._db.execute("PRAGMA foreign_keys=ON")
-            self._migrate()
+            if read_only:
+                if not self.path.exists():
+                    raise JournalError(f"cannot open journal {self.path} read-only: the file does not exist")
+                folder_writable = os.access(self.path.parent, os.W_OK | os.X_OK)
+                self._db = sqlite3.connect(read_only_uri(self.path, folder_writable), uri=True,
+                                           isolation_level=None, check_same_thread=False, timeout=busy_timeout_s)
+                self._check_version_read_only()
+            else:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._db = sqlite3.connect(
+                    str(self.path), isolation_level=None, check_same_thread=False, timeout=busy_timeout_s
+                )
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute(f"PRAGMA synchronous={synchronous}")
+                # Deleted rows and freed pages are overwritten with zeros: erased text leaves the file.
+                self._db.execute("PRAGMA secure_delete=ON")
+                self._migrate()
+                self._db.execute("PRAGMA foreign_keys=ON")
         except sqlite3.Error as e:
+            self._close_quietly()
             raise JournalError(f"cannot open journal {self.path}: {e}") from e
+        except OSError as e:
+            self._close_quietly()
+            raise JournalError(f"cannot open journal {self.path}: {e}") from e
+        except BaseException:
+            self._close_quietly()
+            raise
         self.uid = self._meta("uid")
+
+    def _check_path(self) -> None:
+        if self.path.is_dir():
+            raise JournalError(
+                f"journal path {self.path} is a folder: give the journal file inside it, "
+                f"for example {self.path / 'journal.sqlite3'}"
+            )
+        for parent in self.path.parents:
+            if parent.exists():
+                if not parent.is_dir():
+                    raise JournalError(
+                        f"cannot open journal {self.path}: {parent} is a file, not a folder: "
+                        "give a path inside a folder (or one that can be created)"
+                    )
+                break
+
+    def _close_quietly(self) -> None:
+        db = getattr(self, "_db", None)
+        if db is not None:
+            db.close()
+        self._db = None  # type: ignore[assignment]
+
+    @property
+    def read_only(self) -> bool:
+        """True when this journal was opened for reading only."""
+        return self.read_only_reason is not None
 
     # --- schema ---------------------------------------------------------------
 
+    def _stored_version(self) -> int:
+        has_meta = self._db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'").fetchone()
+        if not has_meta:
+            return 0
+        row = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        version = parse_schema_version(row[0], str(self.path)) if row else 0
+        if version > SCHEMA_VERSION:
+            raise SchemaVersionError(
+                f"journal {self.path} has schema version {version}, newer than this "
+                f"langmem-tiers understands ({SCHEMA_VERSION}): upgrade langmem-tiers"
+            )
+        return version
+
+    def _check_version_read_only(self) -> None:
+        version = self._stored_version()
+        if version != SCHEMA_VERSION:
+            raise JournalError(
+                f"journal {self.path} has schema version {version} and needs migrating to {SCHEMA_VERSION}, "
+                f"but it can only be read here ({self.read_only_reason}): open it once where it is writable"
+            )
+
     def _migrate(self) -> None:
         with self._lock:
+            # Rebuilding a table that others reference needs foreign keys off (a connection
+            # setting, ignored inside a transaction); foreign_key_check verifies before commit.
+            self._db.execute("PRAGMA foreign_keys=OFF")
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                has_meta = self._db.execute(
-                    "SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'"
-                ).fetchone()
-                version = 0
-                if has_meta:
-                    row = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-                    version = int(row[0]) if row else 0
-                if version > SCHEMA_VERSION:
-                    raise SchemaVersionError(
-                        f"journal {self.path} has schema version {version}, newer than this "
-                        f"langmem-tiers understands ({SCHEMA_VERSION}): upgrade langmem-tiers"
-                    )
+                version = self._stored_version()
                 for step in range(version, SCHEMA_VERSION):
-                    for statement in _split_sql(MIGRATIONS[step]):
-                        self._db.execute(statement)
+                    migration = MIGRATIONS[step]
+                    if callable(migration):
+                        migration(self._db)
+                    else:
+                        for statement in _split_sql(migration):
+                            self._db.execute(statement)
                     log.info("journal %s migrated to schema version %d", self.path, step + 1)
+                if version < SCHEMA_VERSION:
+                    broken = self._db.execute("PRAGMA foreign_key_check").fetchall()
+                    if broken:
+                        raise JournalError(f"journal {self.path}: migration left dangling references {broken[:5]}")
                 if version == 0:
                     self._db.execute("INSERT INTO meta VALUES ('uid', ?)", (uuid.uuid4().hex,))
                 self._db.execute(
@@ -216,9 +420,17 @@ class SqliteJournal:
 
     @contextmanager
     def write(self, ns_id: int) -> Iterator[_SqliteWrite]:
-        """A serialized write transaction; commits on exit, rolls back on error."""
+        """A serialized write transaction; commits on exit, rolls back on error.
+
+        Raises:
+            SessionErasedError: the namespace was erased meanwhile (its id is never reused).
+        """
         with self._txn() as db:
-            yield _SqliteWrite(db, ns_id)
+            _require_session(db, ns_id, self._names.get(ns_id))
+            tx = _SqliteWrite(db, ns_id)
+            yield tx
+            if tx.touched:
+                _bump(db, [ns_id])
 
     @contextmanager
     def read(self) -> Iterator[_SqliteRead]:
@@ -253,6 +465,11 @@ class SqliteJournal:
     def _txn(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
             self._check_open()
+            if self.read_only_reason is not None:
+                raise JournalError(
+                    f"journal {self.path} is open read-only ({self.read_only_reason}): writes are refused; "
+                    "make the file and its folder writable and open it again"
+                )
             try:
                 self._db.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as e:
@@ -275,8 +492,8 @@ class SqliteJournal:
             row = db.execute(
                 "SELECT ns FROM namespaces WHERE user_id=? AND agent_id=? AND session_id=?", key
             ).fetchone()
-            if row or not create:
-                return int(row[0]) if row else None
+        if row or not create:
+            return self._remember(int(row[0]), ns) if row else None
         with self._txn() as db:
             db.execute(
                 "INSERT OR IGNORE INTO namespaces (user_id, agent_id, session_id, created_at) VALUES (?,?,?,?)",
@@ -286,16 +503,24 @@ class SqliteJournal:
                 "SELECT ns FROM namespaces WHERE user_id=? AND agent_id=? AND session_id=?", key
             ).fetchone()
             db.execute("INSERT OR IGNORE INTO state (ns) VALUES (?)", (row[0],))
-            return int(row[0])
+        return self._remember(int(row[0]), ns)
+
+    def _remember(self, ns_id: int, ns: Namespace) -> int:
+        if len(self._names) >= _NAMES_KEPT:
+            self._names.pop(next(iter(self._names)))
+        self._names[ns_id] = ns
+        return ns_id
 
     def namespaces(self, scope: Scope | None = None) -> list[tuple[int, Namespace]]:
+        """Namespaces a scope may see (every one without a scope); anonymous scopes narrow to the session."""
         sql, args = "SELECT ns, session_id, user_id, agent_id FROM namespaces", ()
         if scope is not None:
             own = scope.namespace
-            if scope.kind == "session":
+            kind = scope.effective_kind
+            if kind == "session":
                 sql += " WHERE session_id=? AND user_id=? AND agent_id=?"
                 args = (own.session_id, own.user_id, own.agent_id)  # type: ignore[assignment]
-            elif scope.kind == "user":
+            elif kind == "user":
                 sql += " WHERE user_id=?"
                 args = (own.user_id,)  # type: ignore[assignment]
             else:
@@ -332,18 +557,22 @@ class SqliteJournal:
             return int(db.execute("SELECT count(*) FROM messages WHERE ns=?", (ns_id,)).fetchone()[0])
 
     def clear_session(self, ns_id: int) -> list[int]:
-        """Delete a session's messages, summary and records; returns the record ids removed."""
+        """Delete a session's messages, summary and records; returns the record ids removed.
+
+        The session row stays; ``summary_version`` and ``version`` grow (never reset), so a
+        summary computed before the clear is recognized as stale by its version.
+        """
         with self._txn() as db:
             record_ids = _delete_ns_content(db, ns_id)
             db.execute("UPDATE state SET window_start=0, summary='', summary_tokens=0, summary_cursor=0, "
-                       "summary_version=summary_version+1, failures=0, last_error=NULL, retry_at=0 WHERE ns=?",
-                       (ns_id,))
+                       "summary_version=summary_version+1, failures=0, last_error=NULL, retry_at=0, "
+                       "version=version+1 WHERE ns=?", (ns_id,))
             return record_ids
 
     def delete_namespaces(self, ns_ids: Sequence[int]) -> list[int]:
         removed: list[int] = []
         with self._txn() as db:
-            for ns_id in ns_ids:
+            for ns_id in dict.fromkeys(ns_ids):
                 removed += _delete_ns_content(db, ns_id)
                 db.execute("DELETE FROM state WHERE ns=?", (ns_id,))
                 db.execute("DELETE FROM namespaces WHERE ns=?", (ns_id,))
@@ -386,12 +615,15 @@ class SqliteJournal:
 
     def keyword_search(self, query: str, ns_ids: Sequence[int], k: int,
                        kinds: Sequence[str] | None = None) -> list[KeywordHit]:
-        # One session (the context() path) filters inside FTS5; wider scopes filter by join.
-        match = fts_query(query, ns_ids[0] if len(ns_ids) == 1 else None)
-        if not match or not ns_ids:
+        """bm25-ranked records of these namespaces matching any word of ``query``.
+
+        The namespace filter is a join on the records table, never a term of the text index.
+        """
+        match = fts_query(query)
+        if not match or not ns_ids or k <= 0:
             return []
         sql = (
-            "SELECT r.id, bm25(records_fts, 1.0, 0.0) AS score FROM records_fts "
+            "SELECT r.id, bm25(records_fts) AS score FROM records_fts "
             "JOIN records r ON r.id = records_fts.rowid "
             f"WHERE records_fts MATCH ? AND r.ns IN ({','.join('?' * len(ns_ids))})"
         )
@@ -407,8 +639,9 @@ class SqliteJournal:
         return [KeywordHit(int(r[0]), i + 1, -float(r[1])) for i, r in enumerate(rows)]
 
     def add_records(self, ns_id: int, records: Sequence[NewRecord]) -> list[int]:
-        with self._txn() as db:
-            return _insert_records(db, ns_id, records)
+        """Insert records of one session; raises SessionErasedError when it was erased."""
+        with self.write(ns_id) as tx:
+            return tx.insert_records(records)
 
     def delete_records(self, ids: Sequence[int]) -> int:
         with self._txn() as db:
@@ -428,10 +661,14 @@ class SqliteJournal:
         if not sets:
             return
         with self._txn() as db:
-            db.execute(f"UPDATE records SET {', '.join(sets)} WHERE id=?", (*args, record_id))
-            _queue(db, [record_id], "upsert")
+            row = db.execute(f"UPDATE records SET {', '.join(sets)} WHERE id=? RETURNING ns",
+                             (*args, record_id)).fetchone()
+            if row is not None:
+                _queue(db, [record_id], "upsert", int(row[0]))
+                _bump(db, [int(row[0])])
 
     def outbox(self, limit: int, due_only: bool = True) -> list[OutboxItem]:
+        """Pending items, unclaimed (the single-process path; many indexers use :meth:`claim_outbox`)."""
         with self._autocommit() as db:
             rows = db.execute(
                 "SELECT record_id, op, attempts, seq FROM outbox WHERE retry_at <= ? ORDER BY record_id LIMIT ?",
@@ -439,32 +676,86 @@ class SqliteJournal:
             ).fetchall()
         return [OutboxItem(int(r[0]), str(r[1]), int(r[2]), int(r[3])) for r in rows]
 
+    def claim_outbox(self, limit: int, *, owner: str, lease_s: float, due_only: bool = True) -> list[OutboxItem]:
+        """Claim up to ``limit`` unleased items (due ones unless ``due_only=False``) for ``lease_s`` seconds.
+
+        The claim runs in one ``BEGIN IMMEDIATE`` transaction, so two processes never claim
+        one row; a lease that expires (a crashed indexer) makes the row claimable again.
+        """
+        check_claim(limit, owner, lease_s)
+        if limit == 0:
+            return []
+        with self._txn() as db:
+            now = time.time()
+            rows = db.execute(
+                "UPDATE outbox SET owner=?, claimed_until=? WHERE record_id IN ("
+                "SELECT record_id FROM outbox WHERE retry_at <= ? AND claimed_until <= ? ORDER BY record_id LIMIT ?"
+                ") RETURNING record_id, op, attempts, seq",
+                (owner, now + lease_s, now if due_only else float("inf"), now, limit),
+            ).fetchall()
+        return sorted(OutboxItem(int(r[0]), str(r[1]), int(r[2]), int(r[3]), owner) for r in rows)
+
     def outbox_done(self, items: Sequence[OutboxItem]) -> None:
+        if not items:
+            return
         with self._txn() as db:
             db.executemany("DELETE FROM outbox WHERE record_id=? AND seq=?", [(i.record_id, i.seq) for i in items])
+            _release(db, items)
 
     def outbox_failed(self, items: Sequence[OutboxItem], error: str) -> None:
+        if not items:
+            return
         with self._txn() as db:
-            for item in items:
-                db.execute(
-                    "UPDATE outbox SET attempts=attempts+1, last_error=?, "
-                    "retry_at=? + min(300, 1 << min(attempts, 8)) WHERE record_id=? AND seq=?",
-                    (error[:2000], time.time(), item.record_id, item.seq),
-                )
+            now = time.time()
+            db.executemany(
+                "UPDATE outbox SET attempts=attempts+1, last_error=?, "
+                "retry_at=? + min(300, 1 << min(attempts, 8)) WHERE record_id=? AND seq=?",
+                [(error[:2000], now, item.record_id, item.seq) for item in items],
+            )
+            _release(db, items)
 
-    def outbox_count(self) -> int:
+    def outbox_count(self, ns_ids: Sequence[int] | None = None) -> int:
         with self._autocommit() as db:
-            return int(db.execute("SELECT count(*) FROM outbox").fetchone()[0])
+            if ns_ids is None:
+                return int(db.execute("SELECT count(*) FROM outbox").fetchone()[0])
+            rows = _select_in(db, "SELECT count(*) FROM outbox WHERE ns IN ({})", ns_ids)
+        return sum(int(r[0]) for r in rows)
 
-    def outbox_error(self) -> str | None:
+    def outbox_error(self, ns_ids: Sequence[int] | None = None) -> str | None:
         with self._autocommit() as db:
-            row = db.execute("SELECT last_error FROM outbox WHERE last_error IS NOT NULL LIMIT 1").fetchone()
-        return None if row is None else str(row[0])
+            if ns_ids is None:
+                rows = db.execute("SELECT last_error FROM outbox WHERE last_error IS NOT NULL LIMIT 1").fetchall()
+            else:
+                rows = _select_in(db, "SELECT last_error FROM outbox WHERE last_error IS NOT NULL AND ns IN ({}) "
+                                      "LIMIT 1", ns_ids)
+        return None if not rows else str(rows[0][0])
+
+    def pending_records(self, ns_ids: Sequence[int], limit: int) -> list[Record]:
+        """Records of these namespaces whose upsert is still queued (not yet in the vector store).
+
+        The newest ``limit`` of them, in id order: a query searches them exactly (their
+        vectors are computed on the spot) until the indexer catches up.
+        """
+        if not ns_ids or limit <= 0:
+            return []
+        marks = ",".join("?" * len(ns_ids))
+        with self._autocommit() as db:
+            rows = db.execute(
+                f"{_RECORD_SELECT} JOIN outbox o ON o.record_id = r.id "
+                f"WHERE o.op = 'upsert' AND r.ns IN ({marks}) ORDER BY r.id DESC LIMIT ?",
+                (*ns_ids, limit),
+            ).fetchall()
+        return [_row_record(r) for r in reversed(rows)]
 
     def requeue_all(self) -> int:
         with self._txn() as db:
-            db.execute("INSERT OR REPLACE INTO outbox (record_id, op, seq) SELECT id, 'upsert', "
-                       "(SELECT coalesce(max(seq), 0) + 1 FROM outbox) FROM records")
+            seq = _next_seq(db)
+            db.execute(
+                "INSERT INTO outbox (record_id, op, seq, ns) SELECT id, 'upsert', ?, ns FROM records WHERE true "
+                "ON CONFLICT (record_id) DO UPDATE SET op='upsert', attempts=0, last_error=NULL, retry_at=0, "
+                "seq=excluded.seq, ns=excluded.ns",
+                (seq,),
+            )
             db.execute("INSERT INTO records_fts (records_fts) VALUES ('rebuild')")
             return int(db.execute("SELECT count(*) FROM outbox").fetchone()[0])
 
@@ -487,6 +778,38 @@ class SqliteJournal:
         with self._autocommit() as db:
             return str(db.execute("PRAGMA integrity_check").fetchone()[0])
 
+    # --- physical erasure -----------------------------------------------------
+
+    def compact(self) -> bool:
+        """Remove what deletes left behind on disk; True when the WAL was fully truncated.
+
+        FTS5 keeps the terms of a deleted record in its old segments until they are merged:
+        ``optimize`` rewrites the index into one segment without them (its cost grows with
+        the index: see the report in the journal tests). Then a ``TRUNCATE`` checkpoint
+        copies the WAL into the file (where ``secure_delete`` zeroed the freed content) and
+        empties it. Another process reading at that moment keeps the WAL alive: False.
+        """
+        with self._txn() as db:
+            db.execute("INSERT INTO records_fts (records_fts) VALUES ('optimize')")
+        with self._autocommit() as db:
+            busy, _, _ = db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        if busy:
+            log.warning("journal %s: another connection kept the WAL from being truncated; compact() again later",
+                        self.path)
+        return not busy
+
+    def residue(self, needles: Sequence[str]) -> dict[str, int]:
+        """Raw occurrences of each needle (UTF-8 bytes) in the journal file, its ``-wal`` and ``-shm``.
+
+        What an on-disk erasure check needs: after :meth:`compact`, an erased text should be
+        found 0 times. Text stored compressed or split across pages would escape this count;
+        the journal stores text as plain UTF-8.
+        """
+        with self._lock:
+            files = [self.path, self.path.with_name(self.path.name + "-wal"),
+                     self.path.with_name(self.path.name + "-shm")]
+            return {needle: sum(_count_in_file(f, needle.encode("utf-8")) for f in files) for needle in needles}
+
     def close(self) -> None:
         with self._lock:
             if self._db is not None:
@@ -494,7 +817,8 @@ class SqliteJournal:
                 self._db = None  # type: ignore[assignment]
 
 
-_MSG_COLS = "id, role, content, name, tool_calls, tool_call_id, metadata, created_at, tokens, tokens_key"
+_NAMES_KEPT = 4096
+_MSG_COLS = "id, role, content, name, tool_calls, tool_call_id, metadata, created_at, tokens, tokens_key, key"
 _RECORD_SELECT = (
     "SELECT r.id, n.session_id, n.user_id, n.agent_id, r.kind, r.text, r.message_ids, r.importance, "
     "r.pinned, r.tags, r.metadata, r.created_at FROM records r JOIN namespaces n ON n.ns = r.ns"
@@ -505,6 +829,7 @@ class _SqliteWrite:
     def __init__(self, db: sqlite3.Connection, ns_id: int) -> None:
         self._db = db
         self.ns_id = ns_id
+        self.touched = False  # a change to this session: its version grows at commit
 
     def state(self) -> SessionState:
         return _state(self._db, self.ns_id)
@@ -513,18 +838,40 @@ class _SqliteWrite:
         stored = []
         for message, count in zip(messages, tokens):
             created = message.created_at if message.created_at is not None else time.time()
-            cur = self._db.execute(
-                "INSERT INTO messages (ns, role, content, name, tool_calls, tool_call_id, metadata, created_at, "
-                "tokens, tokens_key) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                (self.ns_id, message.role, json.dumps(message.to_dict()["content"], ensure_ascii=False),
-                 message.name,
-                 json.dumps([c.to_dict() for c in message.tool_calls]) if message.tool_calls else None,
-                 message.tool_call_id,
-                 json.dumps(dict(message.metadata), ensure_ascii=False) if message.metadata else None,
-                 created, count, tokens_key),
-            )
+            try:
+                cur = self._db.execute(
+                    "INSERT INTO messages (ns, role, content, name, tool_calls, tool_call_id, metadata, created_at, "
+                    "tokens, tokens_key, key) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                    (self.ns_id, message.role, json.dumps(message.to_dict()["content"], ensure_ascii=False),
+                     message.name,
+                     json.dumps([c.to_dict() for c in message.tool_calls]) if message.tool_calls else None,
+                     message.tool_call_id,
+                     json.dumps(dict(message.metadata), ensure_ascii=False) if message.metadata else None,
+                     created, count, tokens_key, message.key),
+                )
+            except sqlite3.IntegrityError as e:
+                if message.key is not None and "key" in str(e):
+                    raise JournalError(
+                        f"a message with key {message.key!r:.80} is already stored in this session: "
+                        "look keys up with messages_by_key() and skip the stored ones"
+                    ) from e
+                raise
             stored.append(_with_id(message, int(cur.lastrowid or 0), created))
+        self.touched = self.touched or bool(stored)
         return stored
+
+    def messages_by_key(self, keys: Sequence[str]) -> dict[str, Message]:
+        found: dict[str, Message] = {}
+        unique = list(dict.fromkeys(keys))
+        for start in range(0, len(unique), 500):
+            chunk = unique[start:start + 500]
+            rows = self._db.execute(
+                f"SELECT {_MSG_COLS} FROM messages WHERE ns=? AND key IN ({','.join('?' * len(chunk))})",
+                (self.ns_id, *chunk),
+            ).fetchall()
+            for row in rows:
+                found[str(row[10])] = _row_message(row)
+        return found
 
     def window_entries(self, start: int) -> list[WindowEntry]:
         rows = self._db.execute(
@@ -549,6 +896,7 @@ class _SqliteWrite:
 
     def set_window_start(self, window_start: int) -> None:
         self._db.execute("UPDATE state SET window_start=? WHERE ns=?", (window_start, self.ns_id))
+        self.touched = True
 
     def set_summary(self, summary: str, tokens: int, cursor: int) -> None:
         self._db.execute(
@@ -556,21 +904,26 @@ class _SqliteWrite:
             "failures=0, last_error=NULL, retry_at=0 WHERE ns=?",
             (summary, tokens, cursor, self.ns_id),
         )
+        self.touched = True
 
     def set_failure(self, error: str | None, failures: int, retry_at: float) -> None:
         self._db.execute(
             "UPDATE state SET last_error=?, failures=?, retry_at=? WHERE ns=?",
             (error, failures, retry_at, self.ns_id),
         )
+        self.touched = True
 
     def insert_records(self, records: Sequence[NewRecord]) -> list[int]:
-        return _insert_records(self._db, self.ns_id, records)
+        ids = _insert_records(self._db, self.ns_id, records)
+        self.touched = self.touched or bool(ids)
+        return ids
 
     def update_tokens(self, ids_tokens: Sequence[tuple[int, int]], tokens_key: str) -> None:
         self._db.executemany(
-            "UPDATE messages SET tokens=?, tokens_key=? WHERE id=?",
-            [(count, tokens_key, mid) for mid, count in ids_tokens],
+            "UPDATE messages SET tokens=?, tokens_key=? WHERE id=? AND ns=?",
+            [(count, tokens_key, mid, self.ns_id) for mid, count in ids_tokens],
         )
+        self.touched = self.touched or bool(ids_tokens)
 
 
 class _SqliteRead:
@@ -600,13 +953,30 @@ class _SqliteRead:
 def _state(db: sqlite3.Connection, ns_id: int) -> SessionState:
     row = db.execute(
         "SELECT window_start, summary, summary_tokens, summary_cursor, summary_version, failures, last_error, "
-        "retry_at FROM state WHERE ns=?",
+        "retry_at, version FROM state WHERE ns=?",
         (ns_id,),
     ).fetchone()
     if row is None:
         return SessionState()
     return SessionState(int(row[0]), str(row[1]), int(row[2]), int(row[3]), int(row[4]), int(row[5]),
-                        row[6], float(row[7]))
+                        row[6], float(row[7]), int(row[8]))
+
+
+def _require_session(db: sqlite3.Connection, ns_id: int, known: Namespace | None) -> None:
+    """Refuse a write to an erased namespace (inside the write transaction, so no erase can slip in)."""
+    if db.execute("SELECT 1 FROM state WHERE ns=?", (ns_id,)).fetchone():
+        return
+    if db.execute("SELECT 1 FROM namespaces WHERE ns=?", (ns_id,)).fetchone():
+        db.execute("INSERT INTO state (ns) VALUES (?)", (ns_id,))  # a namespace row without state: repair
+        return
+    raise SessionErasedError(erased_message(ns_id, known))
+
+
+def _bump(db: sqlite3.Connection, ns_ids: Sequence[int]) -> None:
+    """Grow the version stamp of these sessions (inside the transaction that changed them)."""
+    for start in range(0, len(ns_ids), 500):
+        chunk = list(ns_ids[start:start + 500])
+        db.execute(f"UPDATE state SET version=version+1 WHERE ns IN ({','.join('?' * len(chunk))})", chunk)
 
 
 def _row_message(row: Sequence[Any]) -> Message:
@@ -620,6 +990,7 @@ def _row_message(row: Sequence[Any]) -> Message:
         metadata=json.loads(row[6]) if row[6] else {},
         created_at=float(row[7]),
         id=int(row[0]),
+        key=row[10],
     )
 
 
@@ -648,34 +1019,63 @@ def _insert_records(db: sqlite3.Connection, ns_id: int, records: Sequence[NewRec
     ids = []
     for r in records:
         cur = db.execute(
-            "INSERT INTO records (ns, kind, text, message_ids, importance, pinned, tags, metadata, created_at, "
-            "scope_terms) VALUES (?,?,?,?,?,?,?,?,?,?)",
+            "INSERT INTO records (ns, kind, text, message_ids, importance, pinned, tags, metadata, created_at) "
+            "VALUES (?,?,?,?,?,?,?,?,?)",
             (ns_id, r.kind, r.text, json.dumps(list(r.message_ids)), r.importance, int(r.pinned),
              json.dumps(list(r.tags), ensure_ascii=False), json.dumps(dict(r.metadata), ensure_ascii=False),
-             r.created_at or time.time(), f"s{ns_id}"),
+             r.created_at or time.time()),
         )
-        rid = int(cur.lastrowid or 0)
-        _queue(db, [rid], "upsert")
-        ids.append(rid)
+        ids.append(int(cur.lastrowid or 0))
+    _queue(db, ids, "upsert", ns_id)
     return ids
 
 
-def _queue(db: sqlite3.Connection, record_ids: Sequence[int], op: str) -> None:
-    """Queue index changes afresh: attempts and backoff reset, a new ``seq``."""
-    for rid in record_ids:
-        db.execute(
-            "INSERT OR REPLACE INTO outbox (record_id, op, seq) "
-            "VALUES (?, ?, (SELECT coalesce(max(seq), 0) + 1 FROM outbox))",
-            (rid, op),
-        )
+def _next_seq(db: sqlite3.Connection) -> int:
+    """The next outbox ``seq``: a counter that never goes back, even when the outbox empties."""
+    row = db.execute(
+        "UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key='outbox_seq' RETURNING value"
+    ).fetchone()
+    return int(row[0])
+
+
+def _queue(db: sqlite3.Connection, record_ids: Sequence[int], op: str, ns_id: int | None) -> None:
+    """Queue index changes afresh: attempts and backoff reset, a new ``seq``.
+
+    An existing lease is kept: the holder finishes its (now stale) item first, and the new
+    change becomes claimable when it releases the row, so a delete never overtakes an upsert.
+    """
+    if not record_ids:
+        return
+    seq = _next_seq(db)
+    db.executemany(
+        "INSERT INTO outbox (record_id, op, seq, ns) VALUES (?, ?, ?, ?) ON CONFLICT (record_id) DO UPDATE "
+        "SET op=excluded.op, attempts=0, last_error=NULL, retry_at=0, seq=excluded.seq, "
+        "ns=coalesce(excluded.ns, outbox.ns)",
+        [(rid, op, seq, ns_id) for rid in record_ids],
+    )
+
+
+def _release(db: sqlite3.Connection, items: Sequence[OutboxItem]) -> None:
+    """Release the leases these items hold (rows queued again meanwhile become claimable)."""
+    db.executemany(
+        "UPDATE outbox SET owner=NULL, claimed_until=0 WHERE record_id=? AND owner=?",
+        [(i.record_id, i.owner) for i in items if i.owner],
+    )
 
 
 def _delete_records(db: sqlite3.Connection, ids: Sequence[int]) -> int:
+    wanted = list(dict.fromkeys(ids))
+    owners = {int(r[0]): int(r[1]) for r in _select_in(db, "SELECT id, ns FROM records WHERE id IN ({})", wanted)}
     removed = 0
-    for rid in ids:
+    for rid in wanted:
         removed += db.execute("DELETE FROM records WHERE id=?", (rid,)).rowcount
         db.execute("DELETE FROM links WHERE a=? OR b=?", (rid, rid))
-        _queue(db, [rid], "delete")
+    by_ns: dict[int | None, list[int]] = {}
+    for rid in wanted:
+        by_ns.setdefault(owners.get(rid), []).append(rid)
+    for ns_id, rids in by_ns.items():
+        _queue(db, rids, "delete", ns_id)
+    _bump(db, sorted({ns for ns in owners.values()}))
     return removed
 
 
@@ -686,12 +1086,31 @@ def _delete_ns_content(db: sqlite3.Connection, ns_id: int) -> list[int]:
     return ids
 
 
-def _select_in(db: sqlite3.Connection, sql: str, ids: Sequence[int]) -> list[Any]:
+def _select_in(db: sqlite3.Connection, sql: str, ids: Sequence[Any]) -> list[Any]:
     rows: list[Any] = []
     for start in range(0, len(ids), 500):
         chunk = list(ids[start:start + 500])
         rows += db.execute(sql.format(",".join("?" * len(chunk))), chunk).fetchall()
     return rows
+
+
+def _count_in_file(path: Path, needle: bytes, chunk: int = 1 << 20) -> int:
+    """Occurrences of ``needle`` in a file read in chunks (overlapping, so none is split)."""
+    if not needle:
+        raise JournalError("residue() needs non-empty needles")
+    try:
+        handle = path.open("rb")
+    except FileNotFoundError:
+        return 0
+    count, tail = 0, b""
+    with handle:
+        while block := handle.read(chunk):
+            data = tail + block
+            count += data.count(needle)
+            # Keep len(needle) - 1 bytes: a match crossing the chunk boundary is found next time,
+            # and no match fits wholly inside the kept tail, so none is counted twice.
+            tail = data[-(len(needle) - 1):] if len(needle) > 1 else b""
+    return count
 
 
 def _split_sql(script: str) -> list[str]:

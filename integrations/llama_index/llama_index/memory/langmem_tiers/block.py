@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime as dt
 import threading
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -22,14 +23,14 @@ from llama_index.core.bridge.pydantic import Field, PrivateAttr, field_validator
 from llama_index.core.llms.llm import LLM
 from llama_index.core.memory.memory import BaseMemoryBlock
 
-from langmem_tiers import Context, MemoryConfig, TieredMemory
-from langmem_tiers.context import RECALL_HEADER, SUMMARY_HEADER
+from langmem_tiers import Context, MemoryConfig, Message, Namespace, RecallHit, TieredMemory
 from langmem_tiers.errors import ConfigError
-from langmem_tiers.recall.units import message_line
-from langmem_tiers.tokens import REPLY_PRIMING
 from llama_index.memory.langmem_tiers.adapters import embedder_from_model, summarizer_from_llm
 from llama_index.memory.langmem_tiers.memory import MEMORY_MARK, aadd_chat_messages
 
+PINNED_HEADER = "Pinned facts:"
+SUMMARY_HEADER = "Summary of earlier conversation:"
+RECALL_HEADER = "Recalled from earlier conversation:"
 WINDOW_HEADER = "Earlier turns:"
 
 
@@ -92,6 +93,12 @@ class TieredMemoryBlock(BaseMemoryBlock[str]):
             MemoryConfig(**value)
         return value
 
+    @field_validator("user_id", "agent_id", mode="before")
+    @classmethod
+    def _no_empty_id(cls, value: Any) -> Any:
+        # The core's Namespace spells "no user" as "": keep it None so a dumped block reopens its session.
+        return None if value == "" else value
+
     def memory_for(self, session_id: Optional[str] = None) -> TieredMemory:
         """The core memory of ``session_id`` (this block's own session when it has one)."""
         sid = self.session_id or session_id
@@ -131,29 +138,32 @@ class TieredMemoryBlock(BaseMemoryBlock[str]):
         memory = await self._amemory(session_id)
         query = next((m.content for m in reversed(messages or []) if m.role.value == "user" and m.content), None)
         self._last = {"memory": memory, "query": query}
-        return self._render(await memory.acontext(query=query))
+        return self._render(await memory.acontext(query=query), memory.namespace)
 
     async def atruncate(self, content: str, tokens_to_truncate: int) -> Optional[str]:
         memory, query = self._last.get("memory"), self._last.get("query")
         if memory is None or not content:
             return None
         target = memory.counter.count_text(content) - tokens_to_truncate
-        if target <= REPLY_PRIMING + 1:
+        if target <= 0:
             return None
-        text = self._render(await memory.acontext(query=query, budget=target))
+        try:
+            context = await memory.acontext(query=query, budget=target)
+        except ConfigError:  # a budget too small for any context: the block gives way entirely
+            return None
+        text = self._render(context, memory.namespace)
         return text if text and memory.counter.count_text(text) <= target else None
 
-    def _render(self, context: Context) -> str:
+    def _render(self, context: Context, session: Namespace) -> str:
         sections = []
-        pinned = [m.text for m in context.messages if m.metadata.get(MEMORY_MARK) == "memory"]
-        if pinned and "Pinned facts:" in pinned[0]:
-            sections.append(pinned[0].split("\n\n")[1])
+        if context.pinned:
+            sections.append(PINNED_HEADER + "\n" + "\n".join(f"- {p}" for p in context.pinned))
         if self.include_summary and context.summary:
             sections.append(SUMMARY_HEADER + "\n" + context.summary)
         if self.include_recall and context.recalled:
-            sections.append(RECALL_HEADER + "\n" + "\n".join(f"- {h.text}" for h in context.recalled))
+            sections.append(RECALL_HEADER + "\n" + "\n".join(_hit_line(h, session) for h in context.recalled))
         if self.include_window:
-            lines = [message_line(m) for m in context.messages
+            lines = [_message_line(m) for m in context.messages
                      if m.metadata.get(MEMORY_MARK) != "memory" and m.text.strip()]
             if lines:
                 sections.append(WINDOW_HEADER + "\n" + "\n".join(lines))
@@ -165,3 +175,21 @@ class TieredMemoryBlock(BaseMemoryBlock[str]):
             memories, self._memories = list(self._memories.values()), {}
         for m in memories:
             m.close()
+
+
+def _hit_line(hit: RecallHit, session: Namespace) -> str:
+    """A recalled memory, dated, and labelled when it comes from another of the user's conversations,
+    so the model can tell "last Tuesday, elsewhere" from "earlier today" (as the core's memory message)."""
+    when = dt.datetime.fromtimestamp(hit.created_at, dt.timezone.utc).strftime("%a %Y-%m-%d") \
+        if hit.created_at else ""
+    if hit.kind == "turn" and hit.namespace != session:
+        when = f"{when}, another conversation" if when else "another conversation"
+    label = f"[{when}] " if when else ""
+    if hit.kind != "turn":
+        label += f"({hit.kind}) "
+    return f"- {label}{hit.text}"
+
+
+def _message_line(m: Message) -> str:
+    speaker = f"tool {m.name or m.tool_call_id}" if m.role == "tool" else (m.name or m.role)
+    return f"{speaker}: {m.text}"

@@ -4,11 +4,13 @@ Every chat engine and agent takes it as ``memory=``. ``get()`` returns the
 budgeted context (window turns, with the rolling summary and recalled episodes
 merged into the first user message by default), ``put()`` appends durably.
 
-Calling orders: SimpleChatEngine and agents ``put`` the user message and then
-``get(None)``; the Context / CondensePlusContext / CondenseQuestion engines call
-``get(input=query)`` first and ``put`` afterwards. Recall searches for ``input``
-when given, else for the latest stored user message, so both orders recall for
-the current question.
+Calling orders (llama-index-core 0.14): SimpleChatEngine ``put`` s the user
+message and then calls ``get(initial_token_count=...)`` without ``input``;
+FunctionAgent and ReActAgent ``put`` it and call ``get()`` (``get(input=...)``
+after tool calls); the Context / CondensePlusContext / CondenseQuestion engines
+call ``get(input=message)`` first and ``put`` afterwards. Recall searches for
+``input`` when given, else for the newest user message the session holds (the
+current turn is never evicted), so every order recalls for the current question.
 
 Where the memory text goes (``insert_method``):
     ``"user"`` (default): prepended as a text block to the first user message
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -36,9 +39,9 @@ from langmem_tiers import Context, MemoryConfig, Message, TieredMemory
 from langmem_tiers.context import MEMORY_HEADER
 from langmem_tiers.errors import ConfigError, InvalidMessageError
 from langmem_tiers.messages import make_message
-from langmem_tiers.tokens import MESSAGE_OVERHEAD, REPLY_PRIMING
 from llama_index.memory.langmem_tiers.adapters import embedder_from_model, summarizer_from_llm
 from llama_index.memory.langmem_tiers.messages import META_KEY, from_chat_message, to_chat_message
+from llama_index.memory.langmem_tiers.migration import budget_config, refuse_unknown, session_key, status_of
 
 InsertMethod = Literal["user", "system"]
 MEMORY_MARK = "langmem_tiers"
@@ -103,6 +106,18 @@ class TieredChatMemory(BaseMemory):
             MemoryConfig(**value)  # refuse a bad config now, not at the first get()
         return value
 
+    @field_validator("user_id", "agent_id", mode="before")
+    @classmethod
+    def _no_empty_id(cls, value: Any) -> Any:
+        # The core's Namespace spells "no user" as "": keep it None so to_dict() reopens an anonymous session.
+        return None if value == "" else value
+
+    @field_validator("insert_method", mode="before")
+    @classmethod
+    def _insert_method(cls, value: Any) -> Any:
+        # Also LlamaIndex's own InsertMethod enum (Memory.from_defaults(insert_method=InsertMethod.USER)).
+        return getattr(value, "value", value)
+
     @classmethod
     def class_name(cls) -> str:
         return "TieredChatMemory"
@@ -118,31 +133,55 @@ class TieredChatMemory(BaseMemory):
         embed_model: Any = None,
         *,
         agent_id: Optional[str] = None,
-        insert_method: InsertMethod = "user",
+        insert_method: Any = "user",
         chat_history: Optional[List[ChatMessage]] = None,
+        token_limit: Optional[int] = None,
+        chat_history_token_ratio: Optional[float] = None,
+        token_flush_size: Optional[int] = None,
+        chat_store_key: Optional[str] = None,
         **kwargs: Any,
     ) -> TieredChatMemory:
         """Open (or create) the memory of one session.
 
         Args:
             path: a folder for the SQLite journal and the embedded Chroma (or a ``postgresql://`` URL).
-            session_id / user_id / agent_id: the namespace.
-            config: a :class:`langmem_tiers.MemoryConfig` (budgets).
-            llm: summarizes evicted turns; default: the offline extractive summarizer.
+            session_id / user_id / agent_id: the namespace (``chat_store_key`` is taken as ``session_id``).
+            config: a :class:`langmem_tiers.MemoryConfig` (budgets, ``recall_scope``).
+            llm: summarizes evicted turns; default: the offline extractive summarizer. Without
+                ``token_limit`` or ``config`` the budget is 3/4 of its context window, as in ChatMemoryBuffer.
             embed_model: a ``BaseEmbedding``; ``None`` the local MiniLM model; ``False`` no vectors.
             chat_history: stored only when the session is new (reopening does not duplicate it).
+            token_limit: the context budget ``get()`` fills (``context_tokens``); the window, summary and
+                recall shares keep ``config``'s proportions.
+            chat_history_token_ratio / token_flush_size: as in ``Memory``: the window's share of
+                ``token_limit``, and how many tokens are evicted at once when it overflows.
+
+        Raises:
+            ConfigError: an argument of LlamaIndex's memories that has no meaning here (``chat_store``,
+                ``tokenizer_fn``, ``memory_blocks``, ...), named with what to use instead.
         """
+        refuse_unknown(kwargs)
+        session_id = session_key(session_id, chat_store_key)
         if path is None or session_id is None:
             raise ConfigError("TieredChatMemory.from_defaults needs path= (a folder for the journal) and "
                               "session_id= (the conversation), e.g. path='./memory', session_id='user-42'")
-        if kwargs:
-            raise ConfigError(f"unknown argument(s) for TieredChatMemory.from_defaults: {', '.join(sorted(kwargs))}"
-                              " (budgets go in config=langmem_tiers.MemoryConfig(context_tokens=...))")
+        config = budget_config(config, token_limit=token_limit, llm=llm,
+                               chat_history_token_ratio=chat_history_token_ratio, token_flush_size=token_flush_size)
         memory = cls(path=str(path), session_id=session_id, user_id=user_id, agent_id=agent_id,
                      config=config, insert_method=insert_method, llm=llm, embed_model=embed_model)
         if chat_history and memory.tiered.stats().messages == 0:
             memory.put_messages(chat_history)
         return memory
+
+    @classmethod
+    def from_string(cls, json_str: str, **kwargs: Any) -> TieredChatMemory:
+        """The memory ``to_string()`` described (``llm=`` / ``embed_model=`` may be given again)."""
+        return cls.from_dict(json.loads(json_str), **kwargs)
+
+    def to_string(self) -> str:
+        """JSON of the path, namespace and settings (as ``ChatMemoryBuffer.to_string``); the journal holds
+        the conversation."""
+        return json.dumps(self.to_dict())
 
     @classmethod
     def from_memory(cls, memory: TieredMemory, *, insert_method: InsertMethod = "user") -> TieredChatMemory:
@@ -192,24 +231,60 @@ class TieredChatMemory(BaseMemory):
 
     # --- BaseMemory -----------------------------------------------------------
 
-    def get(self, input: Optional[str] = None, **kwargs: Any) -> List[ChatMessage]:
-        """The budgeted history: window turns with summary and recall for ``input`` (or the latest user message)."""
-        context = self.tiered.context(query=_query(input), budget=self._budget(kwargs))
+    def get(self, input: Optional[str] = None, initial_token_count: int = 0, **kwargs: Any) -> List[ChatMessage]:
+        """The budgeted history: window turns with summary and recall for ``input`` (or the newest user message).
+
+        ``initial_token_count`` (what the caller's own prompt takes) shrinks the budget: fewer turns,
+        less recall. When nothing but the current turn would fit, the current turn comes back alone,
+        as ChatMemoryBuffer does, so the LLM reports the overflow; a prompt larger than the whole
+        budget raises ``ValueError("Initial token count exceeds token limit ...")`` as there.
+        """
+        tiered = self.tiered
+        budget = self._budget(tiered, initial_token_count)
+        try:
+            context = tiered.context(query=_query(input), budget=budget)
+        except ConfigError:
+            if not self._prompt_crowds_out(tiered, budget):
+                raise
+            self._last_context = None
+            return _current_turn(tiered.window())
         self._last_context = context
         return render(context, self.insert_method)
 
-    async def aget(self, input: Optional[str] = None, **kwargs: Any) -> List[ChatMessage]:
+    async def aget(self, input: Optional[str] = None, initial_token_count: int = 0,
+                   **kwargs: Any) -> List[ChatMessage]:
         tiered = await self._atiered()
-        context = await tiered.acontext(query=_query(input), budget=self._budget(kwargs))
+        budget = self._budget(tiered, initial_token_count)
+        try:
+            context = await tiered.acontext(query=_query(input), budget=budget)
+        except ConfigError:
+            if not self._prompt_crowds_out(tiered, budget):
+                raise
+            self._last_context = None
+            return _current_turn(await asyncio.to_thread(tiered.window))
         self._last_context = context
         return render(context, self.insert_method)
 
-    def get_all(self) -> List[ChatMessage]:
-        """Every stored message of the session, oldest first (the whole journal)."""
-        return [to_chat_message(m) for m in self.tiered.messages()]
+    def get_all(self, status: Any = None) -> List[ChatMessage]:
+        """Every stored message of the session, oldest first (the whole journal).
 
-    async def aget_all(self) -> List[ChatMessage]:
-        return await asyncio.to_thread(self.get_all)
+        ``status`` as in LlamaIndex's ``Memory``: ``MessageStatus.ACTIVE`` the messages still in
+        the window (Memory's short-term queue), ``MessageStatus.ARCHIVED`` the evicted ones (in the
+        summary and recall, still whole in the journal), ``None`` both.
+        """
+        wanted = status_of(status)
+        tiered = self.tiered
+        if wanted == "active":
+            return [to_chat_message(m) for m in tiered.window()]
+        messages = tiered.messages()
+        if wanted == "archived":
+            window = tiered.window()
+            first = window[0].id if window else None
+            messages = [m for m in messages if first is None or (m.id is not None and m.id < first)]
+        return [to_chat_message(m) for m in messages]
+
+    async def aget_all(self, status: Any = None) -> List[ChatMessage]:
+        return await asyncio.to_thread(self.get_all, status)
 
     def put(self, message: ChatMessage) -> None:
         add_chat_messages(self.tiered, [message])
@@ -226,21 +301,47 @@ class TieredChatMemory(BaseMemory):
             await aadd_chat_messages(await self._atiered(), messages)
 
     def set(self, messages: List[ChatMessage]) -> None:
-        """Replace the session's history with ``messages`` (erases the journal of this session)."""
-        self.tiered.clear()
-        self.put_messages(messages)
+        """Make ``messages`` the session's history.
+
+        Engines and agents pass ``chat_history=`` through here. When it starts with what the
+        session already holds, only the new messages are appended: nothing is erased, and the
+        summary, recall records and the user's memories stay. Otherwise the session's journal is
+        replaced (``TieredMemory.clear()``, which also erases memories remembered in this session).
+        """
+        tiered = self.tiered
+        tail = _new_tail(messages, self.get_all())
+        if tail is None:
+            tiered.clear()
+            tail = _convert(messages)
+        if tail:
+            _add(tiered, tail)
 
     async def aset(self, messages: List[ChatMessage]) -> None:
         tiered = await self._atiered()
-        await tiered.aclear()
-        await self.aput_messages(messages)
+        tail = _new_tail(messages, await self.aget_all())
+        if tail is None:
+            await tiered.aclear()
+            tail = _convert(messages)
+        if tail:
+            await _aadd(tiered, tail)
 
-    def reset(self) -> None:
-        """Erase this session: messages, summary, recall records."""
+    def reset(self, status: Any = None) -> None:
+        """Erase this session: messages, summary, recall records.
+
+        ``status`` (LlamaIndex ``Memory``'s argument) may only be ``None``: erasing just the window
+        (``ACTIVE``) or just the evicted messages (``ARCHIVED``) would leave a summary and recall
+        records built from erased text, so it is refused; ``tiered.forget(record_id)`` erases one
+        recalled turn or memory.
+        """
+        if status_of(status) is not None:
+            raise ConfigError(f"reset(status={status!r}) would erase part of the session and keep the summary "
+                              "and recall built from it: call reset() for the whole session, or "
+                              "memory.tiered.forget(record_id) for one recalled turn or memory")
         self.tiered.clear()
 
-    async def areset(self) -> None:
-        await (await self._atiered()).aclear()
+    async def areset(self, status: Any = None) -> None:
+        status_of(status)
+        await asyncio.to_thread(self.reset, status)
 
     # --- extras ----------------------------------------------------------------
 
@@ -259,13 +360,25 @@ class TieredChatMemory(BaseMemory):
         if memory is not None:
             memory.close()
 
-    def _budget(self, kwargs: Dict[str, Any]) -> Optional[int]:
-        initial = kwargs.get("initial_token_count") or 0
+    def _budget(self, tiered: TieredMemory, initial_token_count: Any) -> Optional[int]:
+        initial = initial_token_count or 0
+        if isinstance(initial, bool) or not isinstance(initial, int) or initial < 0:
+            raise ConfigError(f"initial_token_count ({initial_token_count!r}) must be a whole number of tokens >= 0")
         if not initial:
             return None
-        # The caller counted its prefix text only: add the framing of one message.
-        total = self.tiered.config.context_tokens - int(initial) - MESSAGE_OVERHEAD - 1
-        return max(total, REPLY_PRIMING + 1)
+        limit = tiered.config.context_tokens
+        if initial > limit:
+            # LlamaIndex's own words (ChatMemoryBuffer), so callers matching on them keep working.
+            raise ConfigError(f"Initial token count exceeds token limit: the prompt takes {initial} tokens, the "
+                              f"context budget is {limit}: shorten the prompt or raise token_limit "
+                              "(MemoryConfig.context_tokens)")
+        # The caller counted its prompt's text only: add the framing of the message that carries it.
+        return limit - initial - _framing(tiered)
+
+    @staticmethod
+    def _prompt_crowds_out(tiered: TieredMemory, budget: Optional[int]) -> bool:
+        """Whether a ConfigError of context() means: the caller's prompt left no room for the current turn."""
+        return budget is not None and tiered.config.oversize_policy != "error"
 
 
 # --- shared with the memory block ---------------------------------------------
@@ -336,7 +449,10 @@ def _orphans_as_text(messages: List[Message]) -> Optional[List[Message]]:
 
 
 def add_chat_messages(memory: TieredMemory, messages: Sequence[ChatMessage]) -> None:
-    converted = _convert(messages)
+    _add(memory, _convert(messages))
+
+
+def _add(memory: TieredMemory, converted: List[Message]) -> None:
     try:
         memory.add_messages(converted)
     except InvalidMessageError as e:
@@ -346,8 +462,34 @@ def add_chat_messages(memory: TieredMemory, messages: Sequence[ChatMessage]) -> 
         memory.add_messages(retry)
 
 
-async def aadd_chat_messages(memory: TieredMemory, messages: Sequence[ChatMessage]) -> None:
+def _new_tail(messages: Sequence[ChatMessage], stored: List[ChatMessage]) -> Optional[List[Message]]:
+    """The messages ``set(messages)`` adds when ``messages`` starts with ``stored``; ``None`` when it does not."""
     converted = _convert(messages)
+    if len(converted) < len(stored):
+        return None
+    # Compare in the journal's form (JSON additional_kwargs, memory text stripped).
+    if [to_chat_message(m) for m in converted[:len(stored)]] != stored:
+        return None
+    return converted[len(stored):]
+
+
+def _current_turn(window: List[Message]) -> List[ChatMessage]:
+    """The newest user message and what follows it (the turn the caller is answering)."""
+    start = max((i for i, m in enumerate(window) if m.role == "user"), default=max(len(window) - 1, 0))
+    return [to_chat_message(m) for m in window[start:]]
+
+
+def _framing(tiered: TieredMemory) -> int:
+    """Tokens the counter adds around one message's text (role, separators)."""
+    counter = tiered.counter
+    return counter.count_message(Message("system", "x")) - counter.count_text("x")
+
+
+async def aadd_chat_messages(memory: TieredMemory, messages: Sequence[ChatMessage]) -> None:
+    await _aadd(memory, _convert(messages))
+
+
+async def _aadd(memory: TieredMemory, converted: List[Message]) -> None:
     try:
         await memory.aadd_messages(converted)
     except InvalidMessageError as e:

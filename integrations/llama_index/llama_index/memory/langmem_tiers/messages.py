@@ -7,6 +7,14 @@ non-text blocks, where ``ToolCallBlock`` s sat among the blocks, the rest of
 ``to_chat_message(from_chat_message(m))`` gives back an equal message (JSON form
 of ``additional_kwargs``).
 
+Idempotency: LlamaIndex's ``ChatMessage`` has no id field, and llama-index-core
+puts none in ``additional_kwargs``; tool call ids come from the model and are not
+guaranteed unique across a conversation (this module invents one when a block has
+none). So no key is derived from a message: a key that could repeat would make the
+journal drop a real message. A caller that retries ``put`` can give a stable key of
+its own in ``additional_kwargs["langmem_tiers_key"]``; the journal stores a message
+whose key it already holds only once.
+
 Example:
     >>> from llama_index.core.llms import ChatMessage
     >>> m = ChatMessage(role="user", content="hi")
@@ -36,6 +44,7 @@ from langmem_tiers.messages import make_message
 
 META_KEY = "llama_index"
 BLOCK_KEY = "li_block"
+KEY_FIELD = "langmem_tiers_key"  # additional_kwargs entry carrying a caller's idempotency key
 EMPTY_PART = {"type": "li_empty"}
 
 _CORE_ROLE = {
@@ -50,6 +59,7 @@ def from_chat_message(message: ChatMessage) -> Message:
     li_role = message.role.value if isinstance(message.role, MessageRole) else str(message.role)
     role = _CORE_ROLE.get(li_role, "user")
     kwargs: dict[str, Any] = dict(message.model_dump(mode="json")["additional_kwargs"])
+    key = kwargs.pop(KEY_FIELD, None)  # the core validates it (a non-empty string)
     meta: dict[str, Any] = {}
 
     parts: list[dict[str, Any]] = []
@@ -101,7 +111,7 @@ def from_chat_message(message: ChatMessage) -> Message:
         content = [*(parts or []), EMPTY_PART]  # the core refuses empty messages; LlamaIndex allows them
         meta["empty"] = True
     return make_message(role, content, name=name, tool_calls=calls, tool_call_id=tool_call_id,
-                        metadata={META_KEY: meta} if meta else None)
+                        metadata={META_KEY: meta} if meta else None, key=key)
 
 
 def to_chat_message(message: Message) -> ChatMessage:
@@ -113,6 +123,8 @@ def to_chat_message(message: Message) -> ChatMessage:
         kwargs["name"] = message.name
     if message.tool_call_id is not None:
         kwargs["tool_call_id"] = message.tool_call_id
+    if message.key is not None:
+        kwargs[KEY_FIELD] = message.key
 
     blocks: list[Any] = []
     if isinstance(message.content, str):

@@ -33,6 +33,10 @@ class MemoryConfig:
         summary_input_tokens: most tokens of evicted turns sent in one summarizer call.
         summary_retry_base_s / summary_retry_max_s: backoff after a summarizer failure.
         background_summary: run summaries on a worker thread so ``add()`` never waits.
+        background_index: embed new recall records on a background thread (default), so neither
+            ``add()`` nor a query waits for the embedder; a query still finds rows not embedded
+            yet (keyword search, and an exact vector search over its scope's pending rows).
+            ``False`` embeds them inside ``add()`` instead (deterministic scripts).
         oversize_policy: what ``context()`` does with a current turn larger than the window:
             ``truncate`` its longest texts (the journal keeps them whole), ``keep`` it over
             budget, or raise (``error``).
@@ -59,6 +63,7 @@ class MemoryConfig:
     summary_retry_base_s: float = 2.0
     summary_retry_max_s: float = 300.0
     background_summary: bool = False
+    background_index: bool = True
     oversize_policy: OversizePolicy = "truncate"
     max_message_chars: int = 1_000_000
     index_batch_size: int = 64

@@ -44,7 +44,7 @@ Flow = Generator[Effect, Any, T]
 class Drivers:
     """Holds the collaborators the effects need."""
 
-    def __init__(self, summarizer: Summarizer, embedder: Embedder | None) -> None:
+    def __init__(self, summarizer: Summarizer | None, embedder: Embedder | None) -> None:
         self.summarizer = summarizer
         self.embedder = embedder
 
@@ -86,15 +86,20 @@ class Drivers:
         if isinstance(effect, Blocking):
             return effect.fn()
         if isinstance(effect, Summarize):
-            return self.summarizer.summarize(effect.request)
+            return self._summarizer().summarize(effect.request)
         return self._embedder().embed(list(effect.texts))
 
     async def _async(self, effect: Effect) -> Any:
         if isinstance(effect, Blocking):
             return await asyncio.to_thread(effect.fn)
         if isinstance(effect, Summarize):
-            return await self.summarizer.asummarize(effect.request)
+            return await self._summarizer().asummarize(effect.request)
         return await self._embedder().aembed(list(effect.texts))
+
+    def _summarizer(self) -> Summarizer:
+        if self.summarizer is None:
+            raise RuntimeError("a Summarize effect was yielded but no summarizer is configured")
+        return self.summarizer
 
     def _embedder(self) -> Embedder:
         if self.embedder is None:

@@ -21,6 +21,7 @@ from typing import Any
 from langmem_tiers.config import MemoryConfig
 from langmem_tiers.context import Context, Omission, WindowMessage, assemble
 from langmem_tiers.embedders.base import Embedder
+from langmem_tiers.erasure import EraseReport, erase_report
 from langmem_tiers.errors import (
     ConfigError,
     InvalidMessageError,
@@ -167,6 +168,7 @@ class TieredMemory:
     def add_messages(self, messages: Iterable[Message | Mapping[str, Any]]) -> list[Message]:
         """Append messages atomically: all are stored, or none."""
         stored, evicted = self._drivers.run_sync(self._append_flow(self._validate(messages)))
+        self._index_after_write(sync=True)
         if evicted:
             try:
                 self._after_eviction(sync=True)
@@ -176,6 +178,9 @@ class TieredMemory:
 
     async def aadd_messages(self, messages: Iterable[Message | Mapping[str, Any]]) -> list[Message]:
         stored, evicted = await self._drivers.run_async(self._append_flow(self._validate(messages)))
+        if self.recall is not None and not self.config.background_index:
+            await self._drivers.run_async(self.recall.index_flow())
+        self._index_after_write(sync=False)
         if evicted:
             try:
                 if self.config.background_summary:
@@ -185,6 +190,19 @@ class TieredMemory:
             except Exception:  # the messages are committed: never report them as failed
                 log.exception("summary after eviction failed; the evicted turns stay pending")
         return stored
+
+    def _index_after_write(self, sync: bool) -> None:
+        """New records are embedded off the caller's path (background indexer), or inline when
+        ``background_index`` is off (the async path awaits that inline step itself)."""
+        if self.recall is None:
+            return
+        if self.config.background_index:
+            self.recall.wake_indexer()
+        elif sync:
+            try:
+                self._drivers.run_sync(self.recall.index_flow())
+            except Exception:  # committed already: indexing failures stay in the outbox
+                log.exception("indexing after add failed; the rows stay pending")
 
     def _build(self, role: str, content: Any, fields: Mapping[str, Any]) -> Message:
         unknown = set(fields) - {"name", "tool_calls", "tool_call_id", "metadata", "created_at", "key"}
@@ -381,7 +399,7 @@ class TieredMemory:
             self._pending_future.result()
         self._drivers.run_sync(self._summary_flow(force=True))
         if self.recall is not None:
-            self._drivers.run_sync(self.recall.index_flow(force=True))
+            self._drivers.run_sync(self.recall.flush_flow())
 
     async def aflush(self) -> None:
         self._check_open()
@@ -391,7 +409,7 @@ class TieredMemory:
             await asyncio.wrap_future(self._pending_future)
         await self._drivers.run_async(self._summary_flow(force=True))
         if self.recall is not None:
-            await self._drivers.run_async(self.recall.index_flow(force=True))
+            await self._drivers.run_async(self.recall.flush_flow())
 
     # --- reading --------------------------------------------------------------
 
@@ -491,7 +509,7 @@ class TieredMemory:
             summary_tokens=state.summary_tokens, summary_cursor=state.summary_cursor,
             pending_summary_messages=pending, summary_failures=state.failures,
             last_summary_error=state.last_error, records=records,
-            index_pending=self.journal.outbox_count(),
+            index_pending=self.journal.outbox_count([self._ns_id]),
             last_index_error=self.recall.last_error if self.recall else None,
         )
 
@@ -538,7 +556,9 @@ class TieredMemory:
         if self.redactor is not None:
             record = replace(record, text=self.redactor(record.text))
         self._require_recall()
-        return self.journal.add_records(self._ns_id, [record])[0]
+        record_id = self.journal.add_records(self._ns_id, [record])[0]
+        self._index_after_write(sync=True)
+        return record_id
 
     async def aremember(self, text: str, kind: str = "fact", **options: Any) -> int:
         import asyncio
@@ -549,37 +569,79 @@ class TieredMemory:
         """Rebuild the keyword index and every vector from the journal; returns records queued."""
         recall = self._require_recall()
         count = self.journal.requeue_all()
-        self._drivers.run_sync(recall.index_flow(force=True))
+        self._drivers.run_sync(recall.flush_flow())
         return count
 
-    def forget(self, target: int | str) -> int:
+    def forget(self, target: int | str, *, physical: bool = False) -> int:
         """Erase a record by id, or every record and message of a scope.
 
-        ``forget(record_id)`` removes one memory or turn record; ``forget("session")``
-        erases this session and ``forget("user")`` every session of this user, across
-        journal, keyword index and Chroma. Returns how many records were removed.
+        ``forget(record_id)`` erases one memory, or a turn with its messages: they leave
+        ``messages()``, the window, recall, and the summary (a summary that covered them is
+        dropped and rebuilt from the turns that remain by the summarizer, at the cost of
+        re-reading those turns). ``forget("session")`` erases this session, ``forget("user")``
+        every session of this user and ``forget("agent")`` this user's sessions with this
+        agent, across journal, keyword index and vectors. ``physical=True`` also makes the
+        engines rewrite their files so the deleted bytes are gone (see
+        :mod:`langmem_tiers.erasure`; check with :meth:`erase_report`). Returns how many
+        records were removed.
         """
         self._check_open()
         recall = self._require_recall()
         if isinstance(target, bool) or not isinstance(target, (int, str)):
             raise ConfigError(f"forget() takes a record id or a scope name; got {target!r}")
+        ns_ids: list[int] = []
         if isinstance(target, int):
-            owned = {r.id for r in self.journal.records([target]) if Scope("user", self.namespace).matches(r.namespace)}
-            removed = self.journal.delete_records(sorted(owned))
+            removed = self._forget_record(target)
         else:
             if target not in ("session", "user", "agent"):
                 raise ConfigError(f"scope ({target!r}) must be 'session', 'user' or 'agent'")
-            if target != "session" and not self.namespace.user_id and target == "user":
-                raise ConfigError("forget('user') needs a user_id on this memory")
+            if self._pending_future is not None:
+                self._pending_future.result()  # a background summary of this handle finishes first
             scope = Scope(target, self.namespace)
             ns_ids = [n for n, _ in self.journal.namespaces(scope)]
             removed = len(self.journal.delete_namespaces(ns_ids))
             self._ns_id = self.journal.namespace_id(self.namespace) or 0  # this session starts afresh
-        self._drivers.run_sync(recall.index_flow())
-        if recall.store is not None and isinstance(target, str) and ns_ids:
-            # Belt and braces: vectors of the scope are removed even if the journal lost track of them.
-            recall.store.delete(where=recall.where_ns(ns_ids))
+        try:
+            self._drivers.run_sync(recall.flush_flow())
+            if recall.store is not None and ns_ids:
+                # Belt and braces: vectors of the scope are removed even if the journal lost track of them.
+                recall.store.delete(where=recall.where_ns(ns_ids))
+        except Exception as e:  # the erase committed: the outbox retries the vector deletes
+            log.warning("forget committed; vector deletes stay queued until the store answers: %s", e)
+        if physical:
+            self.compact()
         return removed
+
+    def _forget_record(self, record_id: int) -> int:
+        mine = Scope("user", self.namespace)
+        found = [r for r in self.journal.records([record_id]) if mine.matches(r.namespace)]
+        if not found:
+            return 0
+        record = found[0]
+        if not record.message_ids:
+            return self.journal.delete_records([record.id])
+        # A turn: its messages go, with every record made from them and a summary that covered them.
+        ns_id = self.journal.namespace_id(record.namespace, create=False)
+        if ns_id is None:
+            return self.journal.delete_records([record.id])
+        return len(self.journal.erase_messages(ns_id, record.message_ids))
+
+    def compact(self) -> None:
+        """Make deleted data physically gone from the journal and vector store files, where the engine
+        allows (see :mod:`langmem_tiers.erasure`). Costly on large stores: run it after erasures."""
+        self._check_open()
+        self.journal.compact()
+        if self.recall is not None and self.recall.store is not None:
+            try:
+                self.recall.store.compact()
+            except Exception as e:
+                log.warning("the vector store could not be compacted: %s", e)
+
+    def erase_report(self, texts: Sequence[str]) -> EraseReport:
+        """Scan each store's files for raw copies of ``texts`` (what you erased) and report per store."""
+        self._check_open()
+        store = self.recall.store if self.recall is not None else None
+        return erase_report(self.journal, store, texts)
 
     def cleanup(self, *, max_age: float | None = None, min_importance: float | None = None,
                 kinds: Sequence[str] | None = None, dry_run: bool = True) -> list[RecallHit]:
@@ -602,7 +664,7 @@ class TieredMemory:
                 doomed.append(r)
         if not dry_run and doomed:
             self.journal.delete_records([r.id for r in doomed])
-            self._drivers.run_sync(recall.index_flow())
+            self._drivers.run_sync(recall.flush_flow())
         return [RecallHit(r.id, r.kind, r.text, 0.0, {}, r.namespace, r.message_ids, r.created_at,
                           r.importance, r.pinned, r.tags, r.metadata) for r in doomed]
 
@@ -635,7 +697,7 @@ class TieredMemory:
             merged_away += [r.id for r in group]
         if merged_away:
             self.journal.delete_records(merged_away)
-            self._drivers.run_sync(self._require_recall().index_flow())
+            self._drivers.run_sync(self._require_recall().flush_flow())
         return len(merged_away)
 
     def link(self, a: int, b: int, relation: str = "related", strength: float = 1.0) -> None:
@@ -664,7 +726,7 @@ class TieredMemory:
             self._pending_future.result()
         self.journal.clear_session(self._ns_id)
         if self.recall is not None:
-            self._drivers.run_sync(self.recall.index_flow())
+            self._drivers.run_sync(self.recall.flush_flow())
 
     async def aclear(self) -> None:
         import asyncio
@@ -679,6 +741,8 @@ class TieredMemory:
         if self._executor is not None:
             self._executor.shutdown(wait=True)
         if self._owns_journal:
+            if self.recall is not None:
+                self.recall.close()
             self.journal.close()
 
     def _check_open(self) -> None:

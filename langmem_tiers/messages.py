@@ -24,6 +24,7 @@ IMAGE_PART_TYPES = ("image_url", "image", "input_image")
 
 Content = str | tuple[Mapping[str, Any], ...]
 MAX_KEY_CHARS = 256
+MAX_CREATED_AT = 253_402_300_799  # 9999-12-31T23:59:59Z: dates past it break every datetime API
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +178,12 @@ def make_message(
     if created_at is not None and (isinstance(created_at, bool) or not isinstance(created_at, (int, float))
                                    or not math.isfinite(created_at)):
         raise InvalidMessageError(f"created_at must be finite unix seconds; got {created_at!r}")
+    if created_at is not None and not 0 <= created_at <= MAX_CREATED_AT:
+        hint = " (milliseconds? divide by 1000)" if created_at > MAX_CREATED_AT else ""
+        raise InvalidMessageError(
+            f"created_at ({created_at!r}) must be unix seconds between 0 and {MAX_CREATED_AT} "
+            f"(year 9999){hint}"
+        )
     if key is not None:
         if not isinstance(key, str) or not key or len(key) > MAX_KEY_CHARS:
             raise InvalidMessageError(f"key must be a non-empty string of at most {MAX_KEY_CHARS} characters; "

@@ -44,6 +44,8 @@ INVALID: list[tuple[str, Any, Any, dict[str, Any], str]] = [
     ("metadata-not-dict", "user", "hi", {"metadata": [1]}, "metadata"),
     ("metadata-not-json", "user", "hi", {"metadata": {"x": object()}}, "JSON"),
     ("created-at-text", "user", "hi", {"created_at": "yesterday"}, "created_at"),
+    ("created-at-millis", "user", "hi", {"created_at": 1_764_000_000_000}, "milliseconds"),
+    ("created-at-negative", "user", "hi", {"created_at": -5}, "created_at"),
     ("orphan-tool-result", "tool", "42", {"tool_call_id": "never_called"}, "unknown call"),
     ("oversize", "user", "x" * 101, {}, "max_message_chars"),
     ("unknown-field", "user", "hi", {"colour": "red"}, "unknown message field"),

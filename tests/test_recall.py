@@ -137,12 +137,10 @@ def test_remember_kinds_and_pinned_in_context(make_memory: Any) -> None:
 def test_outbox_retry_with_failing_embedder(tmp_path: Path, local_embedder: Any) -> None:
     from langmem_tiers.embedders.callable import CallableEmbedder
 
-    failures = {"left": 2, "calls": 0}
+    service = {"down": True}
 
     def flaky(texts: list[str]) -> list[list[float]]:
-        failures["calls"] += 1
-        if failures["left"] > 0 and len(texts) > 1:  # fail indexing batches, not single-query embeddings
-            failures["left"] -= 1
+        if service["down"]:
             raise ConnectionError("embedding service down")
         return local_embedder.embed(texts)
 
@@ -155,8 +153,7 @@ def test_outbox_retry_with_failing_embedder(tmp_path: Path, local_embedder: Any)
         assert "embedding service down" in (stats.last_index_error or "")
         # Keyword recall still works while vectors are pending.
         assert memory.search("Tokyo", k=1)
-        expire_outbox_backoff(memory)
-        memory.flush()
+        service["down"] = False
         expire_outbox_backoff(memory)
         memory.flush()
         assert memory.stats().index_pending == 0
@@ -164,15 +161,37 @@ def test_outbox_retry_with_failing_embedder(tmp_path: Path, local_embedder: Any)
         assert "Rex" in memory.search("the puppy and its toys", k=1)[0].text
 
 
+def test_one_text_the_embedder_rejects_never_blocks_the_others(tmp_path: Path, local_embedder: Any) -> None:
+    """A poison record fails on its own; the rest of its batch (other users' facts too) gets vectors."""
+    from langmem_tiers.embedders.callable import CallableEmbedder
+
+    def picky(texts: list[str]) -> list[list[float]]:
+        if any("POISON" in t for t in texts):
+            raise ValueError("input too long for this model")
+        return local_embedder.embed(texts)
+
+    embedder = CallableEmbedder(picky, dimension=local_embedder.dimension, key="test:picky-minilm")
+    with open_vector(tmp_path, embedder) as memory:
+        memory.remember("POISON " + "x " * 50, kind="note")
+        converse(memory)
+        other = memory.for_session("s2", user_id="someone-else")
+        other.remember("Someone else likes green tea", kind="preference")
+        memory.flush()
+        assert memory.stats().index_pending == 1  # only the poison record waits
+        assert "input too long" in (memory.stats().last_index_error or "")
+        assert memory.search("the puppy and its toys", k=1)[0].parts["vector_rank"] is not None
+        assert other.stats().index_pending == 0
+        other.close()
+
+
 def test_outbox_retry_with_failing_chroma(tmp_path: Path, local_embedder: Any, collection_name: str) -> None:
     from langmem_tiers.recall.vector_store import ChromaStore
 
     class FlakyStore(ChromaStore):
-        fail = 2
+        down = True
 
         def upsert(self, *args: Any, **kwargs: Any) -> Any:
-            if self.fail:
-                self.fail -= 1
+            if self.down:
                 raise ConnectionError("chroma down")
             return super().upsert(*args, **kwargs)
 
@@ -182,9 +201,9 @@ def test_outbox_retry_with_failing_chroma(tmp_path: Path, local_embedder: Any, c
         memory.flush()
         assert memory.stats().index_pending > 0
         assert "chroma down" in (memory.stats().last_index_error or "")
-        for _ in range(3):
-            expire_outbox_backoff(memory)
-            memory.flush()
+        store.down = False
+        expire_outbox_backoff(memory)
+        memory.flush()
         assert memory.stats().index_pending == 0
         where = memory.recall.where(Scope("session", memory.namespace))
         assert store.count(where) == memory.stats().records

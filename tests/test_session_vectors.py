@@ -51,16 +51,43 @@ def test_session_search_is_exact_and_follows_changes(tmp_path: Path) -> None:
         assert cache is not None
         ns = memory._ns_id
         query = _vectors(["fact number 3 about topic 3"])[0]
-        assert cache.search(ns, memory.namespace, query, 5) == _exact(memory, "fact number 3 about topic 3", 5)
+        assert [r for r, _ in cache.search(ns, memory.namespace, query, 5)] == _exact(memory, "fact number 3 about topic 3", 5)
         # Additions are picked up incrementally, deletions by a rebuild, other sessions never leak in.
         for i in range(20, 26):
             memory.add("user", f"fact number {i} about topic {i % 5}")
         memory.flush()
-        assert cache.search(ns, memory.namespace, query, 8) == _exact(memory, "fact number 3 about topic 3", 8)
+        top8 = [r for r, _ in cache.search(ns, memory.namespace, query, 8)]
+        assert top8 == _exact(memory, "fact number 3 about topic 3", 8)
         first = memory.journal.record_ids(ns)[0]
         memory.forget(first)
-        after = cache.search(ns, memory.namespace, query, 50)
+        after = [r for r, _ in cache.search(ns, memory.namespace, query, 50)]
         assert first not in after
         assert after == _exact(memory, "fact number 3 about topic 3", 50)
         other_ids = set(other.journal.record_ids(other._ns_id))
         assert not other_ids & set(after)
+
+
+def test_a_record_embedded_later_by_another_process_is_found(tmp_path: Path) -> None:
+    """Handle A copies the session's vectors before a record is embedded; handle B (standing in for
+    another process: its own journal connection and recall index on the same Chroma store)
+    embeds it; A's next query must see it, though A's record count and largest id did not move."""
+    a = _open(tmp_path)
+    assert a.recall is not None
+    b = TieredMemory.open(tmp_path, session_id="s", user_id="u", config=a.config, counter=WordCounter(),
+                          embedder=a.recall.embedder, chroma=a.recall.store)
+    try:
+        a.add("user", "alpha beta gamma")
+        a.add("assistant", "ok")
+        a.flush()
+        a.search("alpha", k=1, scope="session")  # A's copy is current
+        a.add("user", "delta epsilon zeta unique words")
+        a.add("assistant", "noted")
+        a.search("delta epsilon zeta unique words", k=5, scope="session")  # copied while not embedded yet
+        assert b.recall is not None
+        b.flush()  # B embeds the new turn; A is not told
+        hits = a.search("delta epsilon zeta unique words", k=5, scope="session")
+        mine = next(h for h in hits if "delta" in h.text)
+        assert mine.parts["vector_rank"] is not None
+    finally:
+        b.close()
+        a.close()

@@ -344,6 +344,10 @@ class Journal(Protocol):
 
     def clear_session(self, ns_id: int) -> list[int]: ...
 
+    def erase_messages(self, ns_id: int, message_ids: Sequence[int]) -> list[int]:
+        """Erase messages of a session, the records made from them, and a summary that covered them."""
+        ...
+
     def delete_namespaces(self, ns_ids: Sequence[int]) -> list[int]: ...
 
     # --- recall records, keyword index and outbox ---

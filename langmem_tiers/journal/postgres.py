@@ -465,6 +465,30 @@ class PostgresJournal:
             )
             return record_ids
 
+    def erase_messages(self, ns_id: int, message_ids: Sequence[int]) -> list[int]:
+        """Erase messages of one session with every record made from them; returns the records removed.
+
+        A summary that covered any of them is dropped in the same transaction (cursor back to 0,
+        ``summary_version`` grows), so no summary keeps their text and the summarizer rebuilds it
+        from the evicted turns that remain.
+        """
+        ids = sorted(set(message_ids))
+        with self._txn() as conn:
+            if not ids or conn.execute("SELECT 1 FROM state WHERE ns=%s", (ns_id,)).fetchone() is None:
+                return []
+            _lock_session(conn, ns_id)
+            record_ids = [int(r[0]) for r in conn.execute(
+                "SELECT DISTINCT r.id FROM records r, jsonb_array_elements_text(r.message_ids::jsonb) j "
+                "WHERE r.ns=%s AND j::bigint = ANY(%s) ORDER BY r.id", (ns_id, ids)).fetchall()]
+            _delete_records(conn, record_ids)
+            conn.execute("DELETE FROM messages WHERE ns=%s AND id = ANY(%s)", (ns_id, ids))
+            if ids[0] <= _state(conn, ns_id).summary_cursor:
+                conn.execute("UPDATE state SET summary='', summary_tokens=0, summary_cursor=0, "
+                             "summary_version=summary_version+1, failures=0, last_error=NULL, retry_at=0 "
+                             "WHERE ns=%s", (ns_id,))
+            _bump(conn, [ns_id])
+            return record_ids
+
     def delete_namespaces(self, ns_ids: Sequence[int]) -> list[int]:
         removed: list[int] = []
         with self._txn() as conn:
@@ -598,7 +622,8 @@ class PostgresJournal:
                 "WHERE o.record_id = picked.record_id RETURNING o.record_id, o.op, o.attempts, o.seq",
                 (due_only, limit, owner, lease_s),
             ).fetchall()
-        return sorted(OutboxItem(int(r[0]), str(r[1]), int(r[2]), int(r[3]), owner) for r in rows)
+        return sorted((OutboxItem(int(r[0]), str(r[1]), int(r[2]), int(r[3]), owner) for r in rows),
+                      key=lambda i: i.record_id)
 
     def outbox_done(self, items: Sequence[OutboxItem]) -> None:
         if not items:

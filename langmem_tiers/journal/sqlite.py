@@ -569,6 +569,29 @@ class SqliteJournal:
                        "version=version+1 WHERE ns=?", (ns_id,))
             return record_ids
 
+    def erase_messages(self, ns_id: int, message_ids: Sequence[int]) -> list[int]:
+        """Erase messages of one session with every record made from them; returns the records removed.
+
+        A summary that covered any of them is dropped in the same transaction (cursor back to 0,
+        ``summary_version`` grows), so no summary keeps their text and the summarizer rebuilds it
+        from the evicted turns that remain.
+        """
+        ids = sorted(set(message_ids))
+        with self._txn() as db:
+            if not ids or db.execute("SELECT 1 FROM state WHERE ns=?", (ns_id,)).fetchone() is None:
+                return []
+            record_ids = [int(r[0]) for r in _select_in(
+                db, f"SELECT DISTINCT r.id FROM records r, json_each(r.message_ids) j WHERE r.ns={int(ns_id)} "
+                "AND j.value IN ({})", ids)]
+            _delete_records(db, record_ids)
+            _select_in(db, f"DELETE FROM messages WHERE ns={int(ns_id)} AND id IN ({{}})", ids)
+            if ids[0] <= _state(db, ns_id).summary_cursor:
+                db.execute("UPDATE state SET summary='', summary_tokens=0, summary_cursor=0, "
+                           "summary_version=summary_version+1, failures=0, last_error=NULL, retry_at=0 WHERE ns=?",
+                           (ns_id,))
+            _bump(db, [ns_id])
+            return record_ids
+
     def delete_namespaces(self, ns_ids: Sequence[int]) -> list[int]:
         removed: list[int] = []
         with self._txn() as db:
@@ -693,7 +716,8 @@ class SqliteJournal:
                 ") RETURNING record_id, op, attempts, seq",
                 (owner, now + lease_s, now if due_only else float("inf"), now, limit),
             ).fetchall()
-        return sorted(OutboxItem(int(r[0]), str(r[1]), int(r[2]), int(r[3]), owner) for r in rows)
+        return sorted((OutboxItem(int(r[0]), str(r[1]), int(r[2]), int(r[3]), owner) for r in rows),
+                      key=lambda i: i.record_id)
 
     def outbox_done(self, items: Sequence[OutboxItem]) -> None:
         if not items:

@@ -15,15 +15,19 @@ by namespace in both stores.
 from __future__ import annotations
 
 import logging
+import os
+import socket
+import threading
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from langmem_tiers.embedders.base import Embedder
 from langmem_tiers.errors import ConfigError
-from langmem_tiers.flow import Blocking, Embed, Flow
-from langmem_tiers.journal.base import Journal, Namespace, Record, Scope
+from langmem_tiers.flow import Blocking, Drivers, Embed, Flow
+from langmem_tiers.journal.base import Journal, Namespace, OutboxItem, Record, Scope
 from langmem_tiers.recall.fusion import FusionParams, fuse, jaccard
 from langmem_tiers.recall.hits import RecallHit
 from langmem_tiers.recall.session_vectors import SessionVectors
@@ -32,6 +36,8 @@ from langmem_tiers.recall.vector_store import ChromaStore
 log = logging.getLogger(__name__)
 
 SCOPES = ("session", "user", "agent")
+PENDING_EXACT = 64  # the newest pending rows of a scope that a query searches exactly
+FRESH_VECTORS = 4096  # vectors of pending rows kept for the indexer to reuse
 
 
 @dataclass(frozen=True)
@@ -50,7 +56,7 @@ class RecallIndex:
 
     def __init__(self, journal: Journal, store: ChromaStore | None, embedder: Embedder | None, *,
                  params: FusionParams | None = None, candidates: int = 50, dedupe_threshold: float = 0.85,
-                 batch_size: int = 64) -> None:
+                 batch_size: int = 64, lease_s: float = 120.0) -> None:
         if (store is None) != (embedder is None):
             raise ConfigError("vector recall needs both a Chroma store and an embedder (or neither)")
         self.journal = journal
@@ -61,10 +67,44 @@ class RecallIndex:
         self.dedupe_threshold = dedupe_threshold
         self.batch_size = batch_size
         self.last_error: str | None = None
+        self.lease_s = lease_s
+        # Who claims outbox work: unique per index object, so replicas and handles never share a lease.
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        # Vectors a query computed for rows still pending (keyed by record id and text hash, never the
+        # text): the indexer reuses them instead of embedding the same text twice.
+        self._fresh: dict[tuple[int, int], Any] = {}
+        self._fresh_lock = threading.Lock()
+        self._indexer: Any = None  # a BackgroundIndexer once rows were queued
         self._uid: str = getattr(journal, "uid", "")
         self._session_vectors = (
             SessionVectors(journal, store, self.vector_id, self._record_id) if store is not None else None
         )
+
+    # --- background indexing ---------------------------------------------------
+
+    def wake_indexer(self) -> None:
+        """Rows were queued: let the background indexer drain them (started on first use)."""
+        if self._indexer is None:
+            from langmem_tiers.recall.indexer import BackgroundIndexer
+
+            drivers = Drivers(None, self.embedder)
+            self._indexer = BackgroundIndexer(lambda: drivers.run_sync(self.index_flow()))
+        self._indexer.wake()
+
+    def flush_flow(self) -> Flow[int]:
+        """Index everything pending now, after the background batch in flight (if any) is done."""
+        indexer = self._indexer
+        if indexer is not None:
+            yield Blocking(lambda: _wait(indexer.working))
+        done: int = yield from self.index_flow(force=True)
+        if indexer is not None:
+            yield Blocking(lambda: _wait(indexer.working))
+        return done
+
+    def close(self) -> None:
+        """Stop the background indexer; rows still pending stay in the outbox for the next run."""
+        if self._indexer is not None:
+            self._indexer.stop()
 
     @property
     def vectors(self) -> bool:
@@ -98,45 +138,119 @@ class RecallIndex:
     def index_flow(self, max_batches: int | None = None, force: bool = False) -> Flow[int]:
         """Drain the outbox into Chroma; returns rows done.
 
-        Failures leave rows pending with a growing retry delay; ``force`` (``flush()``,
-        ``reindex()``) retries them now and stops at the first failure.
+        Work is claimed with a lease, so replicas sharing a journal never index the same row
+        twice, and a delete queued while an upsert is in flight waits for it (a stale upsert
+        can never put forgotten text back). Failures are per record: one text the embedder
+        rejects is retried later on its own and never blocks the rest of its batch.
+        ``force`` (``flush()``, ``reindex()``) ignores retry delays.
         """
         done = 0
         batches = 0
         while max_batches is None or batches < max_batches:
-            items = yield Blocking(lambda: self.journal.outbox(self.batch_size, due_only=not force))
+            items = yield Blocking(lambda: self.journal.claim_outbox(
+                self.batch_size, owner=self.owner, lease_s=self.lease_s, due_only=not force))
             if not items:
                 break
             batches += 1
-            ids = [i.record_id for i in items]
             if self.store is None or self.embedder is None:
                 yield Blocking(lambda: self.journal.outbox_done(items))  # keyword-only: nothing to push
-                done += len(ids)
+                done += len(items)
                 continue
-            store = self.store
-            try:
-                deletes = [i.record_id for i in items if i.op == "delete"]
-                upserts = [i.record_id for i in items if i.op == "upsert"]
-                if deletes:
-                    yield Blocking(lambda: store.delete(ids=[self.vector_id(r) for r in deletes]))
-                records = (yield Blocking(lambda: self.journal.records(upserts))) if upserts else []
-                if records:
-                    vectors = yield Embed([r.text for r in records])
-                    ns_of = yield Blocking(lambda: self._ns_ids(records))
-                    yield Blocking(lambda: store.upsert(
-                        [self.vector_id(r.id) for r in records], vectors, None,
-                        [self._metadata(r, ns_of[r.namespace]) for r in records]))
-                    if self._session_vectors is not None:
-                        self._session_vectors.invalidate(records)
-            except Exception as e:  # any outage: keep the rows, retry later
-                self.last_error = f"{type(e).__name__}: {e}"
-                log.warning("recall indexing failed, %d rows stay pending: %s", len(ids), self.last_error)
-                yield Blocking(lambda: self.journal.outbox_failed(items, self.last_error or ""))
-                break
-            yield Blocking(lambda: self.journal.outbox_done(items))
-            self.last_error = None
-            done += len(ids)
+            failed = yield from self._index_batch(items)
+            ok = [i for i in items if i.record_id not in failed]
+            if ok:
+                yield Blocking(lambda: self.journal.outbox_done(ok))
+            for error, bad in _group_errors(items, failed).items():
+                yield Blocking(lambda: self.journal.outbox_failed(bad, error))
+            done += len(ok)
+            if failed and len(failed) == len(items) and force:
+                break  # nothing went through (store or embedder down): stop instead of spinning
         return done
+
+    def _index_batch(self, items: Sequence[OutboxItem]) -> Flow[dict[int, str]]:
+        """Push one claimed batch to Chroma; returns the record ids that failed, with their error."""
+        store, failed = self.store, {}
+        assert store is not None
+        deletes = [i.record_id for i in items if i.op == "delete"]
+        upserts = [i.record_id for i in items if i.op == "upsert"]
+        try:
+            if deletes:
+                yield Blocking(lambda: store.delete(ids=[self.vector_id(r) for r in deletes]))
+        except Exception as e:  # the store is down: every item waits
+            return self._failed_all(items, e)
+        records = (yield Blocking(lambda: self.journal.records(upserts))) if upserts else []
+        vectors: dict[int, Any] = {}
+        try:
+            vectors = dict(zip([r.id for r in records], (yield from self._embed_records(records))))
+        except Exception as e:
+            vectors, failed = yield from self._embed_split(records, f"{type(e).__name__}: {e}")
+            if not vectors:
+                return self._failed_all(items, e)
+        # Never push a vector for a record whose row changed or vanished since it was read.
+        current = {r.id: r for r in (yield Blocking(lambda: self.journal.records(list(vectors))))}
+        fresh = [r for r in records if r.id in vectors and r.id in current and current[r.id].text == r.text]
+        if fresh:
+            try:
+                ns_of = yield Blocking(lambda: self._ns_ids(fresh))
+                fresh = [r for r in fresh if r.namespace in ns_of]
+                yield Blocking(lambda: store.upsert(
+                    [self.vector_id(r.id) for r in fresh], [vectors[r.id] for r in fresh], None,
+                    [self._metadata(r, ns_of[r.namespace]) for r in fresh]))
+            except Exception as e:
+                return self._failed_all(items, e)
+            if self._session_vectors is not None:
+                self._session_vectors.invalidate(fresh)
+        self.last_error = next(iter(failed.values()), None)
+        return failed
+
+    def _embed_split(self, records: Sequence[Record], error: str) -> Flow[tuple[dict[int, Any], dict[int, str]]]:
+        """Records that failed together: embed each half, and split again only the half that fails.
+
+        An outage fails both halves at once and stops there (two extra calls); a text the
+        embedder rejects is isolated in about log2(batch) steps, and the others get vectors.
+        """
+        if len(records) <= 1:
+            return {}, {r.id: error for r in records}
+        mid = len(records) // 2
+        halves: list[tuple[Sequence[Record], dict[int, Any] | None, str]] = []
+        for half in (records[:mid], records[mid:]):
+            try:
+                got = yield from self._embed_records(half)
+                halves.append((half, dict(zip([r.id for r in half], got)), ""))
+            except Exception as e:
+                halves.append((half, None, f"{type(e).__name__}: {e}"))
+        if all(v is None for _, v, _ in halves):
+            return {}, {r.id: halves[0][2] for r in records}
+        vectors: dict[int, Any] = {}
+        failed: dict[int, str] = {}
+        for half, got, half_error in halves:
+            if got is not None:
+                vectors.update(got)
+            else:
+                more, bad = yield from self._embed_split(half, half_error)
+                vectors.update(more)
+                failed.update(bad)
+        return vectors, failed
+
+    def _embed_records(self, records: Sequence[Record]) -> Flow[list[Any]]:
+        """Vectors of records, reusing those a query already computed for still-pending rows."""
+        missing = [r for r in records if self._fresh.get((r.id, hash(r.text))) is None]
+        if missing:
+            computed = yield Embed([r.text for r in missing])
+            for r, v in zip(missing, computed):
+                self._remember_vector(r, v)
+        return [self._fresh[(r.id, hash(r.text))] for r in records]
+
+    def _remember_vector(self, r: Record, vector: Any) -> None:
+        with self._fresh_lock:
+            self._fresh[(r.id, hash(r.text))] = vector
+            while len(self._fresh) > FRESH_VECTORS:
+                self._fresh.pop(next(iter(self._fresh)))
+
+    def _failed_all(self, items: Sequence[OutboxItem], e: Exception) -> dict[int, str]:
+        self.last_error = f"{type(e).__name__}: {e}"
+        log.warning("recall indexing failed, %d rows stay pending: %s", len(items), self.last_error)
+        return {i.record_id: self.last_error for i in items}
 
     def _ns_ids(self, records: Sequence[Record]) -> dict[Namespace, int]:
         out: dict[Namespace, int] = {}
@@ -158,7 +272,6 @@ class RecallIndex:
             raise ConfigError(f"scope ({scope.kind!r}) must be one of {', '.join(SCOPES)}")
         if k <= 0 or not query.strip():
             return []
-        yield from self.index_flow()
         namespaces = yield Blocking(lambda: self.journal.namespaces(scope))
         ns_ids = [n for n, _ in namespaces]
         if not ns_ids:
@@ -177,11 +290,22 @@ class RecallIndex:
                     # Exact search over the session's own vectors (see session_vectors.py).
                     cache = self._session_vectors
                     found = yield Blocking(lambda: cache.search(ns_ids[0], scope.namespace, vector, want))
-                    vector_ids = [str(rid) for rid in found]
+                    scored = [(str(rid), sim) for rid, sim in found]
                 else:
                     where = self.where_ns(ns_ids, kinds)
                     hits = yield Blocking(lambda: store.query(vector, want, where))
-                    vector_ids = [str(rid) for h in hits if (rid := self._record_id(h.id)) is not None]
+                    scored = [(str(rid), h.similarity) for h in hits if (rid := self._record_id(h.id)) is not None]
+                # Rows of this scope not indexed yet: an exact search over just those few.
+                pending = yield Blocking(lambda: self.journal.pending_records(ns_ids, PENDING_EXACT))
+                if kinds:
+                    pending = [r for r in pending if r.kind in kinds]
+                if pending:
+                    try:
+                        pending_vectors = yield from self._embed_records(pending)
+                        scored = _merge_exact(scored, pending, pending_vectors, vector)
+                    except Exception as e:  # e.g. a text the embedder rejects: keyword recall still finds it
+                        log.warning("could not embed %d pending rows for this query: %s", len(pending), e)
+                vector_ids = [rid for rid, _ in sorted(scored, key=lambda p: -p[1])[:want]]
             except Exception as e:  # vector side down: answer from keywords alone
                 self.last_error = f"{type(e).__name__}: {e}"
                 log.warning("vector recall failed, using keyword recall only: %s", self.last_error)
@@ -265,3 +389,29 @@ def _hit(r: Record, score: float, parts: Mapping[str, Any]) -> RecallHit:
         importance=r.importance, pinned=r.pinned, tags=r.tags, metadata=r.metadata,
     )
 
+
+
+def _merge_exact(scored: list[tuple[str, float]], pending: Sequence[Record], vectors: Sequence[Any],
+                 query: Any) -> list[tuple[str, float]]:
+    """Add pending records, scored by exact cosine similarity, to an indexed vector ranking."""
+    import numpy as np
+
+    q = np.asarray(query, dtype=np.float32)
+    q /= max(float(np.linalg.norm(q)), 1e-12)
+    m = np.asarray(vectors, dtype=np.float32)
+    m /= np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-12)
+    exact = {str(r.id): float(sim) for r, sim in zip(pending, m @ q)}
+    return [*[(rid, sim) for rid, sim in scored if rid not in exact], *exact.items()]
+
+
+def _group_errors(items: Sequence[OutboxItem], failed: Mapping[int, str]) -> dict[str, list[OutboxItem]]:
+    groups: dict[str, list[OutboxItem]] = {}
+    for item in items:
+        if item.record_id in failed:
+            groups.setdefault(failed[item.record_id], []).append(item)
+    return groups
+
+
+def _wait(lock: threading.Lock) -> None:
+    with lock:  # taken and released at once: safe even if the awaiting task is cancelled
+        pass

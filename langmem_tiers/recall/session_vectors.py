@@ -6,7 +6,9 @@ session is small next to the deployment's collection, so its vectors are fetched
 from Chroma once, kept in memory and searched exactly with one matrix product.
 The copy is checked against the journal on every query (record count and largest
 id, one indexed lookup): new records are fetched incrementally, deletions trigger a
-rebuild. User and agent scopes still query Chroma with a filter.
+rebuild, and records that had no vector yet when copied are looked up again until
+they have one (another process may embed them). User and agent scopes still query
+Chroma with a filter.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ class _Vectors:
     max_id: int
     ids: Any  # int64 array of record ids with a vector
     matrix: Any  # float32 (n, dim), rows normalized
+    missing: frozenset[int] = frozenset()  # records without a vector when copied (not embedded yet)
 
 
 class SessionVectors:
@@ -44,9 +47,10 @@ class SessionVectors:
         self._max_sessions = max_sessions
         self._cache: OrderedDict[int, _Vectors] = OrderedDict()
         self._lock = threading.Lock()
+        self._fetching: dict[int, threading.Lock] = {}
 
-    def search(self, ns_id: int, namespace: Namespace, query: Sequence[float], k: int) -> list[int]:
-        """Record ids of the ``k`` nearest vectors of one session, nearest first."""
+    def search(self, ns_id: int, namespace: Namespace, query: Sequence[float], k: int) -> list[tuple[int, float]]:
+        """Record ids and cosine similarities of the ``k`` nearest vectors of one session, nearest first."""
         import numpy as np  # imported where first used: `import langmem_tiers` stays light
 
         vectors = self._current(ns_id, namespace)
@@ -57,15 +61,15 @@ class SessionVectors:
         scores = vectors.matrix @ q
         top = np.argpartition(-scores, min(k, len(scores)) - 1)[:k] if len(scores) > k else np.arange(len(scores))
         top = top[np.argsort(-scores[top])]
-        return [int(i) for i in vectors.ids[top]]
+        return [(int(vectors.ids[i]), float(scores[i])) for i in top]
 
     def invalidate(self, records: Sequence[Record]) -> None:
         """Drop the copies of sessions whose older records were (re-)embedded just now.
 
         A record newer than a copy is found through the journal's count and largest id;
-        an older one (re-embedded after an edit, or indexed late after an outage) is
-        not, so the copy goes. A record re-embedded by another process keeps its old
-        vector here until the session's records change again.
+        one that had no vector when copied is looked up again on the next query (so a
+        record embedded later by another process is found); one re-embedded after an edit
+        in this process drops the copy here.
         """
         with self._lock:
             stale = {n for n, v in self._cache.items()
@@ -74,28 +78,30 @@ class SessionVectors:
                 del self._cache[ns_id]
 
     def _current(self, ns_id: int, namespace: Namespace) -> _Vectors:
-        import numpy as np
+        # One fetch per session at a time: concurrent cold queries wait for the first one's copy.
+        with self._lock:
+            fetching = self._fetching.setdefault(ns_id, threading.Lock())
+        with fetching:
+            return self._refresh(ns_id, namespace)
 
+    def _refresh(self, ns_id: int, namespace: Namespace) -> _Vectors:
         count, max_id = self.journal.record_stats(ns_id)
         with self._lock:
             cached = self._cache.get(ns_id)
             if cached is not None:
                 self._cache.move_to_end(ns_id)
-                if (cached.count, cached.max_id) == (count, max_id):
-                    return cached
+        if cached is not None and (cached.count, cached.max_id) == (count, max_id):
+            if cached.missing:
+                # Records not embedded when copied: another process may have embedded them since.
+                found = self._fetch(namespace, sorted(cached.missing), count, max_id)
+                if len(found.ids):
+                    return self._keep(ns_id, _merge(cached, found, count, max_id))
+            return cached
         if cached is not None and max_id > cached.max_id:
             new_ids = self.journal.record_ids(ns_id, after=cached.max_id)
             if cached.count + len(new_ids) == count:  # only additions since the copy: fetch just those
-                fresh = self._fetch(namespace, new_ids, count, max_id)
-                if not len(cached.ids) or not len(fresh.ids):
-                    # An empty side has no known width ((0, 0)): concatenating it with (n, 384)
-                    # raised, and every query fell back to keyword recall only.
-                    whole = fresh if len(fresh.ids) else cached
-                    merged = _Vectors(namespace, count, max_id, whole.ids, whole.matrix)
-                else:
-                    merged = _Vectors(namespace, count, max_id, np.concatenate([cached.ids, fresh.ids]),
-                                      np.concatenate([cached.matrix, fresh.matrix]))
-                return self._keep(ns_id, merged)
+                fresh = self._fetch(namespace, [*sorted(cached.missing), *new_ids], count, max_id)
+                return self._keep(ns_id, _merge(cached, fresh, count, max_id))
         return self._keep(ns_id, self._fetch(namespace, self.journal.record_ids(ns_id), count, max_id))
 
     def _fetch(self, namespace: Namespace, record_ids: Sequence[int], count: int, max_id: int) -> _Vectors:
@@ -105,12 +111,29 @@ class SessionVectors:
         ids = np.array([self._record_id(v) for v in found], dtype=np.int64)
         if len(found):
             matrix = matrix / np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
-        return _Vectors(namespace, count, max_id, ids, matrix.astype(np.float32, copy=False))
+        missing = frozenset(record_ids) - {int(i) for i in ids}
+        return _Vectors(namespace, count, max_id, ids, matrix.astype(np.float32, copy=False), missing)
 
     def _keep(self, ns_id: int, vectors: _Vectors) -> _Vectors:
         with self._lock:
             self._cache[ns_id] = vectors
             self._cache.move_to_end(ns_id)
             while len(self._cache) > self._max_sessions:
-                self._cache.popitem(last=False)
+                evicted, _ = self._cache.popitem(last=False)
+                self._fetching.pop(evicted, None)
         return vectors
+
+
+def _merge(cached: _Vectors, fresh: _Vectors, count: int, max_id: int) -> _Vectors:
+    """A copy plus vectors fetched since; ``fresh.missing`` says what is still not embedded."""
+    import numpy as np
+
+    if not len(cached.ids) or not len(fresh.ids):
+        # An empty side has no known width ((0, 0)): concatenating it with (n, 384) raised, and
+        # every query fell back to keyword recall only.
+        whole = fresh if len(fresh.ids) else cached
+        ids, matrix = whole.ids, whole.matrix
+    else:
+        ids, matrix = np.concatenate([cached.ids, fresh.ids]), np.concatenate([cached.matrix, fresh.matrix])
+    missing = (cached.missing - {int(i) for i in fresh.ids}) | fresh.missing
+    return _Vectors(cached.namespace, count, max_id, ids, matrix, frozenset(missing))

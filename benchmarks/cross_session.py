@@ -21,9 +21,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from langmem_tiers import MemoryConfig, TieredMemory
-
 from core_latency import question, sentence  # type: ignore[import-not-found]
+
+from langmem_tiers import MemoryConfig, TieredMemory
 
 
 def fill(path: Path, sessions: int, turns: int, rng: random.Random) -> None:

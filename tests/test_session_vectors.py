@@ -51,7 +51,8 @@ def test_session_search_is_exact_and_follows_changes(tmp_path: Path) -> None:
         assert cache is not None
         ns = memory._ns_id
         query = _vectors(["fact number 3 about topic 3"])[0]
-        assert [r for r, _ in cache.search(ns, memory.namespace, query, 5)] == _exact(memory, "fact number 3 about topic 3", 5)
+        top5 = [r for r, _ in cache.search(ns, memory.namespace, query, 5)]
+        assert top5 == _exact(memory, "fact number 3 about topic 3", 5)
         # Additions are picked up incrementally, deletions by a rebuild, other sessions never leak in.
         for i in range(20, 26):
             memory.add("user", f"fact number {i} about topic {i % 5}")

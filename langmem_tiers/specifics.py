@@ -34,6 +34,7 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from langmem_tiers.text import STOPWORDS
 
@@ -42,20 +43,29 @@ PERSONAL_KINDS = ("preference", "possession", "relation", "plan", "commitment", 
 KINDS = ENTITY_KINDS + PERSONAL_KINDS
 
 # A sentence at or above this score is a specific statement. A bare third-person
-# entity ("bus 42 was late") stays below it; a first-person statement of one of the
-# personal kinds, or an entity inside one, reaches it.
-SPECIFIC_THRESHOLD = 1.2
+# name or number ("bus 42 was late") stays below it; a first-person statement of one
+# of the personal kinds, or first person with any concrete value ("I ran 9 marathons"),
+# or a code, reaches it.
+SPECIFIC_THRESHOLD = 1.0
+# Shapes sharing this much (Jaccard over their masked words) are one template.
+TEMPLATE_OVERLAP = 0.6
 
-_ENTITY_WEIGHT = {"name": 1.0, "number": 0.6, "date": 1.0, "place": 1.0, "code": 1.2}
+# Codes weigh most: a token mixing letters and digits is almost never small talk.
+_ENTITY_WEIGHT = {"name": 1.0, "number": 0.6, "date": 1.0, "place": 1.0, "code": 1.5}
 _ENTITY_CAP = 2.0
 _PERSONAL_CAP = 3.0
 _BOTH_BONUS = 0.5  # a personal statement with a concrete value in it
+# First person with a concrete value but no recognised kind ("I spent a year in Tromsø"): still about the speaker.
+_FIRST_PERSON_ENTITY_BONUS = 0.4
 _THIRD_PERSON_FACTOR = 0.8
 _QUESTION_FACTOR = 0.6
 
 _SENTENCES = re.compile(r"(?<=[.!?…])\s+(?=[A-Z0-9\"'(\[])|\n+")
 # Clause breaks; a comma or colon inside a number or a time ("1,000", "9:30") is not one.
 _CLAUSES = re.compile(r"[,;:]\s+|\s*[()\u2014\u2013]\s*|\s+-\s+")
+# Words that open a subordinate clause; split before one only after four words or more.
+_SUBCLAUSE_OPENERS = {"that", "which", "who", "because", "but", "although"}
+_CONNECTIVES = {"so", "and", "but", "which", "that", "because", "then", "or", "while", "since", "though"}
 _EDGE_PUNCT = "\"'`“”‘’()[]{}<>.,;:!?…*_"
 
 _MONTHS = {
@@ -96,13 +106,18 @@ _KIN = (
     r"girlfriend|fianc[eé]e?|boss|manager|colleague|coworker|co-worker|neighbou?r|roommate|flatmate|landlord|"
     r"landlady|doctor|dentist|therapist|teacher|coach|mentor|in-laws?|stepmother|stepfather|godmother|godfather)"
 )
+# One optional adverb between the subject and its verb ("I finally bought", "we recently moved").
+_ADV = r"(?:\w+ly |just |also |already |still |even )?"
 _PERSONAL_PATTERNS: dict[str, tuple[tuple[re.Pattern[str], float], ...]] = {
     "preference": (
         # Explicit declarations of taste, and dislikes and constraints, are what people expect kept.
         (re.compile(r"\b(?:my|our) favou?rites?\b|\b(?:i|we) (?:\w+ )?(?:prefer|hate|dislike|despise|detest|"
                     r"can't stand|cannot stand|can't eat|don't eat|never eat|never drink|avoid)\b|"
                     r"\b(?:i'm|i am|we're|we are) (?:\w+ )?(?:allergic|intolerant|vegetarian|vegan|"
-                    r"teetotal|not a fan)\b|\b(?:i'd|i would|we'd) (?:much )?rather\b"), 2.0),
+                    r"teetotal|not a fan)\b|\b(?:i'd|i would|we'd) (?:much )?rather\b|"
+                    # a standing instruction is a preference too: "never book me ...", "don't recommend ..."
+                    r"\b(?:never|don't|do not|please don't) (?:suggest|recommend|offer|book|order|serve|give me|"
+                    r"send me|schedule|put me)\b"), 2.0),
         # Mild liking is common in chit-chat ("I love this weather"): it counts, but less.
         (re.compile(r"\b(?:i|we) (?:\w+ )?(?:like|love|adore|enjoy|fancy)\b|\b(?:i'm|i am) (?:a )?(?:big )?fan of\b|"
                     r"\b(?:i'm|i am) (?:really )?into\b"), 1.0),
@@ -113,7 +128,8 @@ _PERSONAL_PATTERNS: dict[str, tuple[tuple[re.Pattern[str], float], ...]] = {
     ),
     "possession": (
         (re.compile(r"\b(?:my|our) (?!god\b|goodness\b|bad\b|pleasure\b|word\b|gosh\b|lord\b)[a-z]|"
-                    r"\b(?:i|we) (?:own|have got|bought|drive|rent|got a|have an?|have \d+|have two|have three)\b|"
+                    rf"\b(?:i|we) {_ADV}(?:own|have got|bought|drive|rent|got a|have an?|have \d+|have two|"
+                    r"have three)\b|"
                     r"\b(?:i've|we've) got\b|\bmine\b"), 1.0),
     ),
     "plan": (
@@ -121,13 +137,14 @@ _PERSONAL_PATTERNS: dict[str, tuple[tuple[re.Pattern[str], float], ...]] = {
                     r"driving|moving|starting|leaving|visiting|getting married|heading|meeting|taking|hosting|"
                     r"travel+ing|booked|scheduled)\b|\b(?:i|we) (?:plan|intend|hope|want|aim|expect) to\b|"
                     r"\b(?:i|we)(?:'ll| will) (?:be|go|fly|move|start|visit|take|try|travel|join|attend|host)\b|"
-                    r"\b(?:i|we)(?:'ve| have)? (?:decided|chosen|picked|settled on|booked|scheduled|reserved)\b|"
+                    rf"\b(?:i|we)(?:'ve| have)? {_ADV}(?:decided|chosen|picked|settled on|booked|scheduled|reserved)\b|"
                     r"\b(?:my|our) (?:plan|trip|appointment|reservation|booking|flight|wedding|interview)\b"), 1.5),
     ),
     "commitment": (
-        (re.compile(r"\b(?:i|we) (?:promise|promised|swear|owe|committed|agreed to|must|have to|need to|"
-                    r"signed up|volunteered)\b|\b(?:i|we)(?:'ll| will) (?:make sure|remember|send|call|pay|bring|"
-                    r"finish|return|get back|deliver|submit)\b|\bremind me\b|\bdon't let me forget\b|"
+        (re.compile(rf"\b(?:i|we)(?:'ve| have)? {_ADV}(?:promise|promised|swear|owe|committed|agreed to|must|"
+                    r"have to|need to|signed up|volunteered)\b|"
+                    r"\b(?:i|we)(?:'ll| will) (?:make sure|remember|send|call|pay|bring|finish|return|get back|"
+                    r"deliver|submit)\b|\bremind me\b|\bdon't let me forget\b|"
                     r"\bdeadline\b|\bdue (?:on|by|at)\b"), 1.5),
     ),
     "identity": (
@@ -135,10 +152,11 @@ _PERSONAL_PATTERNS: dict[str, tuple[tuple[re.Pattern[str], float], ...]] = {
                     r"[a-z]|\b(?:i|we) work (?:as|at|for|in)\b|\b(?:i|we) (?:study|studied|teach|taught)\b|"
                     r"\b(?:i|we) (?:was|were) born\b|\b(?:i|we) grew up\b|\b(?:i'm|i am|we're|we are) from\b|"
                     r"\b(?:i|we) come from\b|\b(?:i'm|i am) \d+\b|\byears old\b|\bmy pronouns\b|"
-                    r"\b(?:i|we) live (?:in|at|near|on)\b|\bi'm based in\b"), 1.5),
+                    r"\b(?:i|we) live (?:in|at|near|on)\b|\bi'm based in\b|"
+                    r"\b(?:i|we) (?:was|were) an? (?!bit\b|little\b|lot\b)[a-z]|\bwhen (?:i|we) (?:was|were)\b"), 1.5),
     ),
     "change": (
-        (re.compile(r"\b(?:i|we)(?:'ve| have)? (?:moved|switched|changed|quit|stopped|sold|gave up|got rid of|"
+        (re.compile(rf"\b(?:i|we)(?:'ve| have)? {_ADV}(?:moved|switched|changed|quit|stopped|sold|gave up|got rid of|"
                     r"retired|graduated|got married|divorced|broke up|transferred|relocated|resigned|"
                     r"started|left|joined)\b|\bno longer\b|\bnot any ?more\b|\b(?:my|our) new\b|"
                     r"\b(?:i|we) used to\b|\b(?:i|we) now (?:live|work|go|use|have)\b"), 1.5),
@@ -181,10 +199,25 @@ def split_sentences(text: str) -> list[str]:
 
 
 def split_clauses(sentence: str) -> list[str]:
-    """Clauses of a sentence, split at commas, semicolons, colons, dashes and brackets."""
-    return [c.strip() for c in _CLAUSES.split(sentence) if c and c.strip()]
+    """Clauses of a sentence, split at commas, semicolons, colons, dashes, brackets and before
+    a relative pronoun or a conjunction that opens a clause ("..., that nobody plays", "because ...")."""
+    pieces = [c.strip() for c in _CLAUSES.split(sentence) if c and c.strip()]
+    return [c for piece in pieces for c in _split_subclauses(piece)]
 
 
+def _split_subclauses(clause: str) -> list[str]:
+    words = clause.split()
+    out: list[str] = []
+    start = 0
+    for i, word in enumerate(words):
+        if i - start >= 4 and i < len(words) - 1 and word.lower() in _SUBCLAUSE_OPENERS:
+            out.append(" ".join(words[start:i]))
+            start = i
+    out.append(" ".join(words[start:]))
+    return out
+
+
+@lru_cache(maxsize=8192)  # pure; a rolling summary re-reads its own lines on every fold
 def score_sentence(text: str) -> Specificity:
     """Score one sentence for specific information, without context."""
     sentence = " ".join(text.split())
@@ -199,7 +232,9 @@ def score_sentence(text: str) -> Specificity:
     score = entity + personal
     if personal and entity:
         score += _BOTH_BONUS
-    elif not personal:
+    elif entity and first_person:
+        score += _FIRST_PERSON_ENTITY_BONUS
+    elif entity:
         score *= _THIRD_PERSON_FACTOR
     if sentence.rstrip().endswith("?"):
         score *= _QUESTION_FACTOR  # questions ask for facts more often than they state them
@@ -230,16 +265,33 @@ def sentence_shape(text: str) -> tuple[str, ...]:
 
 
 def template_variants(sentences: Sequence[str]) -> list[int]:
-    """For each sentence, how many *distinct* sentences in ``sentences`` share its shape.
+    """For each sentence, how many *distinct* sentences in ``sentences`` share its template.
 
-    A fact said twice in the same words is one variant; a template filled with
-    ever new numbers and names has many.
+    Two sentences share a template when their shapes (:func:`sentence_shape`) are
+    equal, or overlap by ``TEMPLATE_OVERLAP`` (Jaccard) when both have at least three
+    words, so an optional "again" or "today" does not hide a template. A fact said
+    twice in the same words is one variant; a template filled with ever new numbers
+    and names has many.
     """
-    by_shape: dict[tuple[str, ...], set[str]] = defaultdict(set)
     shapes = [sentence_shape(s) for s in sentences]
+    texts: dict[tuple[str, ...], set[str]] = defaultdict(set)
     for sentence, shape in zip(sentences, shapes):
-        by_shape[shape].add(" ".join(sentence.lower().split()))
-    return [len(by_shape[shape]) if shape else 1 for shape in shapes]
+        texts[shape].add(" ".join(sentence.lower().split()))
+    distinct = list(texts)
+    sets = [frozenset(shape) for shape in distinct]
+    counts: dict[tuple[str, ...], int] = {}
+    for i, shape in enumerate(distinct):
+        total = len(texts[shape])
+        if len(sets[i]) >= 3:
+            for j, other in enumerate(distinct):
+                if j != i and len(sets[j]) >= 3 and _overlap(sets[i], sets[j]) >= TEMPLATE_OVERLAP:
+                    total += len(texts[other])
+        counts[shape] = total
+    return [counts[shape] if shape else 1 for shape in shapes]
+
+
+def _overlap(a: frozenset[str], b: frozenset[str]) -> float:
+    return len(a & b) / len(a | b)
 
 
 def salience(sentences: Sequence[str]) -> list[Specificity]:
@@ -266,6 +318,7 @@ def specific_statements(text: str | Iterable[str]) -> list[Specificity]:
     return [s for s in salience(sentences) if s.specific]
 
 
+@lru_cache(maxsize=8192)
 def core_of(sentence: str, max_words: int = 24) -> str:
     """The clauses of a sentence that carry its signals (discourse filler dropped), at most ``max_words``.
 
@@ -273,10 +326,49 @@ def core_of(sentence: str, max_words: int = 24) -> str:
     A sentence without any signal keeps its first words.
     """
     clauses = split_clauses(sentence)
-    kept = [c for c in clauses if score_sentence(c).evidence] if len(clauses) > 1 else clauses
+    kept = clauses
+    if len(clauses) > 1:
+        # Keep the clauses that carry the sentence's weight; a passing "my" elsewhere is not enough.
+        # A clause with a concrete value (a name, a date, a code...) always stays: values are what is asked.
+        specs = [score_sentence(c) for c in clauses]
+        best = max(s.score for s in specs)
+        keep = [s.score > 0 and (s.score >= 0.5 * best or not s.kinds.isdisjoint(ENTITY_KINDS)) for s in specs]
+        # "..., so remind me" leans on the clause before it: keep that one too.
+        for i in range(len(clauses) - 1, 0, -1):
+            if keep[i] and clauses[i].split()[0].lower() in _CONNECTIVES:
+                keep[i - 1] = True
+        kept = _rejoin(sentence, clauses, keep)
     words = (", ".join(kept) if kept else sentence).split()
     core = " ".join(words[:max_words])
     return core + " …" if len(words) > max_words else core.rstrip(",;: ")
+
+
+def _rejoin(sentence: str, clauses: Sequence[str], keep: Sequence[bool]) -> list[str]:
+    """Kept clauses, with neighbours that were kept together given back their original joint."""
+    groups: list[str] = []
+    pos, group_start, group_end = 0, -1, -1
+    for clause, k in zip(clauses, keep):
+        start = sentence.find(clause, pos)
+        if start < 0:  # not found verbatim (odd spacing): keep the clause on its own
+            if group_start >= 0:
+                groups.append(sentence[group_start:group_end])
+            group_start = -1
+            if k:
+                groups.append(clause)
+            continue
+        end = start + len(clause)
+        pos = end
+        if not k:
+            if group_start >= 0:
+                groups.append(sentence[group_start:group_end])
+            group_start = -1
+            continue
+        if group_start < 0:
+            group_start = start
+        group_end = end
+    if group_start >= 0:
+        groups.append(sentence[group_start:group_end])
+    return groups
 
 
 def _personal(lower: str) -> list[tuple[Evidence, float]]:
@@ -309,7 +401,7 @@ def _entities(sentence: str) -> list[Evidence]:
         word = raw.strip(_EDGE_PUNCT)
         low = lower_words[i]
         starts = sentence_start
-        sentence_start = raw.endswith((".", "!", "?", ":", "…"))
+        sentence_start = raw.endswith((".", "!", "?", "…"))
         if not word:
             in_name = False
             continue
@@ -364,12 +456,18 @@ def _numeric_kind(word: str, low: str, before: Sequence[str]) -> str:
     return "number"
 
 
+_SUBJECT_STOP = {"is", "was", "are", "were", "has", "had", "have", "will", "would", "just", "lives", "said", "says",
+                 "keeps", "works", "got", "gets", "turns", "moved", "can", "could", "does", "did"}
+
+
 def _subject(lower: str) -> str | None:
-    match = re.search(r"\b(?:my|our) ((?:new |old |favou?rite )?[a-z][a-z'-]*(?: [a-z][a-z'-]*)?)", lower)
+    """The noun phrase after the first "my"/"our": up to two words, stopping at a verb or a stopword."""
+    match = re.search(r"\b(?:my|our) ([a-z][a-z' -]*)", lower)
     if not match:
         return None
-    words = match.group(1).split()
-    # Stop the noun phrase at the verb that usually follows it ("my cat is ...").
-    if len(words) == 2 and words[1] in {"is", "was", "are", "were", "has", "had", "will", "just", "lives", "said"}:
-        words = words[:1]
-    return " ".join(words)
+    words: list[str] = []
+    for word in match.group(1).split():
+        if word in _SUBJECT_STOP or word in STOPWORDS or len(words) == (3 if words[:1] in (["new"], ["old"]) else 2):
+            break
+        words.append(word)
+    return " ".join(words) or None

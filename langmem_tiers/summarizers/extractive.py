@@ -207,13 +207,20 @@ def _near(a: _Entry, b: _Entry, same_shape: bool) -> bool:
 
 
 class _Selection:
-    """Chooses and renders the entries that fit the cap (see the module docstring for the order)."""
+    """Chooses and renders the entries that fit the cap (see the module docstring for the order).
+
+    Per-sentence counts decide the trials that surely fit or surely cannot; only the
+    others count the rendered summary, and the result is counted once more at the end.
+    """
 
     def __init__(self, entries: list[_Entry], request: SummaryRequest) -> None:
         self.entries = entries
         self.cap = request.max_tokens
         self.count = request.count_tokens
         self.kept: list[_Entry] = []
+        self.used = 0  # tokens of the rendered ``kept``: exact, or an upper bound
+        self.exact = True
+        self._counts: dict[str, int] = {}
 
     def render(self) -> str:
         if not self.entries:
@@ -222,31 +229,67 @@ class _Selection:
         recent = max(fresh, key=lambda e: (e.score, e.order))
         specific = sorted((e for e in self.entries if e.score >= SPECIFIC_THRESHOLD and e is not recent),
                           key=lambda e: (-e.score, -e.order))
+        # Below the threshold, weak signals (a lone place, a number) still go before pure chit-chat;
+        # among equals the newest turns go first, so chit-chat rolls instead of freezing.
         rest = sorted((e for e in self.entries if e.score < SPECIFIC_THRESHOLD and e is not recent),
-                      key=lambda e: (-e.fresh, -e.info, -e.order))
+                      key=lambda e: (-round(e.score, 1), -e.fresh, -e.info, -e.order))
         # 1. As many specific lines as fit, compressed; 2. full wording back, newest first;
-        # 3. what room is left goes to the rest, newest turns first.
+        # 3. what room is left goes to the rest.
         for entry in [recent, *specific]:
             self._try_add(entry, compressed=True)
         for entry in sorted(self.kept, key=lambda e: -e.order):
             if entry.short != entry.body:
-                entry.compressed = False
-                if not self._fits(self.kept):
-                    entry.compressed = True
+                self._try_expand(entry)
         for entry in rest:
             if not self._try_add(entry, compressed=False):
                 self._try_add(entry, compressed=True)
         if not self.kept:
             return self._last_resort(recent)
-        return _render(self.kept)
+        text = _render(self.kept)
+        # ``used`` is exact or an upper bound; a tokenizer that merges across lines could still surprise it.
+        while self.count(text) > self.cap and len(self.kept) > 1:
+            self.kept.pop()
+            text = _render(self.kept)
+        return text if self.count(text) <= self.cap else self._last_resort(recent)
+
+    def _tokens(self, text: str) -> int:
+        if text not in self._counts:
+            self._counts[text] = self.count(text)
+        return self._counts[text]
 
     def _try_add(self, entry: _Entry, *, compressed: bool) -> bool:
         entry.compressed = compressed
+        need = self._tokens(entry.text)
+        if self.used + need > self.cap and not self.exact:
+            self._recount()
+        if self.used + need > self.cap:
+            return False  # joining costs at least the sentence's own tokens
+        # A line of its own (and a new day's header) costs at most this much more; merging into a line costs less.
+        label = self._tokens(f"- {entry.speaker}: ") + 1
+        if entry.date is not None and all(e.date != entry.date for e in self.kept):
+            label += self._tokens(f"[{entry.date}]") + 1
         trial = [*self.kept, entry]
-        if self._fits(trial):
-            self.kept = trial
+        if self.used + need + label <= self.cap:
+            self.kept, self.used, self.exact = trial, self.used + need + label, False  # an upper bound
             return True
-        return False
+        used = self.count(_render(trial))
+        if used > self.cap:
+            return False
+        self.kept, self.used, self.exact = trial, used, True
+        return True
+
+    def _try_expand(self, entry: _Entry) -> None:
+        grow = self._tokens(entry.body) - self._tokens(entry.short)
+        if self.used + grow > self.cap and not self.exact:
+            self._recount()
+        if self.used + grow > self.cap:
+            return
+        entry.compressed = False
+        self.used += grow
+        self.exact = False
+
+    def _recount(self) -> None:
+        self.used, self.exact = self.count(_render(self.kept)), True
 
     def _fits(self, entries: list[_Entry]) -> bool:
         return self.count(_render(entries)) <= self.cap

@@ -288,7 +288,7 @@ class SumyRolling:
                  for line in request.previous_summary.splitlines() if line.strip()]
         for m in request.messages:
             units += [f"{m.name or m.role}: {s}" for s in split_sentences(m.text)]
-        units = list(dict.fromkeys(units))  # sumy's graph needs distinct sentences
+        units = list(dict.fromkeys(units))  # exact repeats removed: a help to the baselines, kept for fairness
         if not units:
             return ""
         document = ObjectDocumentModel([Paragraph([Sentence(u, self.tokenizer) for u in units])])

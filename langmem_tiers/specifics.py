@@ -58,6 +58,9 @@ _BOTH_BONUS = 0.5  # a personal statement with a concrete value in it
 # First person with a concrete value but no recognised kind ("I spent a year in Tromsø"): still about the speaker.
 _FIRST_PERSON_ENTITY_BONUS = 0.4
 _THIRD_PERSON_FACTOR = 0.8
+# However many names and numbers it holds, a statement about no one in the conversation stays
+# below a first-person statement of preference, relation, plan, commitment, identity or change.
+_THIRD_PERSON_CAP = 1.2
 _QUESTION_FACTOR = 0.6
 
 _SENTENCES = re.compile(r"(?<=[.!?…])\s+(?=[A-Z0-9\"'(\[])|\n+")
@@ -235,7 +238,7 @@ def score_sentence(text: str) -> Specificity:
     elif entity and first_person:
         score += _FIRST_PERSON_ENTITY_BONUS
     elif entity:
-        score *= _THIRD_PERSON_FACTOR
+        score = min(score * _THIRD_PERSON_FACTOR, _THIRD_PERSON_CAP)
     if sentence.rstrip().endswith("?"):
         score *= _QUESTION_FACTOR  # questions ask for facts more often than they state them
     if len(sentence.split()) < 3:

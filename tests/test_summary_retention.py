@@ -26,7 +26,8 @@ SMALL_TALK = [
 def _benchmark() -> ModuleType:
     path = Path(__file__).resolve().parents[1] / "benchmarks" / "summary_retention.py"
     spec = importlib.util.spec_from_file_location("summary_retention_benchmark", path)
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses resolve their module while the class is built
     spec.loader.exec_module(module)
@@ -59,7 +60,9 @@ def test_the_summary_rolls_recent_content_in_and_old_chit_chat_out() -> None:
                                   f"Another remark on subject{fold} for the record."], cap=40)
         assert 0 < WORDS.count_text(summary) <= 40
     assert "topic29" in summary or "subject29" in summary  # the newest turns are represented
-    assert "topic0 " not in summary and "subject0 " not in summary  # the first page did not freeze
+    # The first page did not freeze.
+    assert "topic0 " not in summary
+    assert "subject0 " not in summary
 
 
 def test_facts_stay_while_chit_chat_rolls_and_older_facts_get_compressed() -> None:
@@ -127,3 +130,21 @@ def test_benchmark_conversations_are_seeded_varied_and_plant_ten_kinds() -> None
     assert len(set(users)) > 200  # the numbers filler is varied, not one sentence repeated
     status = [u for u, _ in bench.conversation("status", 0)[0]]
     assert len(set(status)) < 20  # status talk is highly repetitive
+
+
+def test_a_summary_in_the_previous_format_is_read_and_rewritten() -> None:
+    legacy = ("- [2024-03-14] bob: My sister Alice moves to Lisbon on 12 May.\n"
+              "- [2024-03-15] user: Please book a train ticket to Porto for 3 people on Friday.")
+    summary = _fold(legacy, ["I moved to Braga last week."], cap=200)
+    assert summary.splitlines()[:2] == ["[2024-03-14]", "- bob: My sister Alice moves to Lisbon on 12 May."]
+    assert "[2024-03-15]\n- user: Please book a train ticket to Porto for 3 people on Friday." in summary
+    assert "I moved to Braga last week." in summary
+
+
+@pytest.mark.parametrize(("kwargs", "rule"), [({"tool_weight": -1.0}, "tool_weight (-1.0) must be a finite number"),
+                                              ({"max_sentence_chars": 5}, "max_sentence_chars (5) must be")])
+def test_bad_settings_are_refused(kwargs: dict[str, Any], rule: str) -> None:
+    from langmem_tiers.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=rule.replace("(", r"\(").replace(")", r"\)")):
+        ExtractiveSummarizer(**kwargs)

@@ -21,7 +21,7 @@ from langmem_tiers.eval.datasets import (
     parse_lme_date,
     parse_locomo_date,
 )
-from langmem_tiers.eval.metrics import evidence_recall, percentile, session_recall, turn_recall_any
+from langmem_tiers.eval.metrics import evidence_recall, message_recall, percentile, session_recall
 from langmem_tiers.eval.retrievers import (
     BM25Retriever,
     DenseRetriever,
@@ -208,21 +208,18 @@ def test_load_locomo(locomo_file: Path) -> None:
     assert hay.hid == "conv-x"
     assert [len(s) for s in hay.sessions] == [3, 2]  # the empty session 3 is skipped
     first, second, image = hay.sessions[0]
-    assert (first.role, first.name, first.text) == (
-        "user",
-        "Ann",
-        "Ann: I adopted a golden retriever puppy named Biscuit.",
-    )
+    assert (first.role, first.name, first.text) == ("user", "Ann", "I adopted a golden retriever puppy named Biscuit.")
+    assert first.line == "Ann: I adopted a golden retriever puppy named Biscuit."
     assert second.role == "assistant"
-    assert image.text == "Ann: Look at this. [image: a photo of a lighthouse at sunset]"
+    assert image.text == "Look at this. [image: a photo of a lighthouse at sunset]"
     assert first.created_at == parse_locomo_date("1:56 pm on 8 May, 2023")
     assert second.created_at > first.created_at
     qs = {q.text: q for q in hay.questions}
-    assert qs["What instrument does Bob play and where did his teacher move?"].gold_turns == {"D1:2", "D2:1"}
-    assert qs["What did Ann photograph?"].gold_turns == {"D1:3"}
-    assert qs["What did Biscuit chew?"].gold_turns == {"D2:2"}  # D9:9 does not resolve and is skipped
+    assert qs["What instrument does Bob play and where did his teacher move?"].gold_messages == {"D1:2", "D2:1"}
+    assert qs["What did Ann photograph?"].gold_messages == {"D1:3"}
+    assert qs["What did Biscuit chew?"].gold_messages == {"D2:2"}  # D9:9 does not resolve and is skipped
     assert qs["What did Bob adopt?"].excluded == "category 5 (adversarial)"
-    assert qs["Dangling evidence"].excluded == "no evidence id resolves to a turn"
+    assert qs["Dangling evidence"].excluded == "no evidence id resolves to a message"
 
 
 def test_load_longmemeval(lme_file: Path) -> None:
@@ -230,8 +227,8 @@ def test_load_longmemeval(lme_file: Path) -> None:
     assert [h.hid for h in hays] == ["q1", "q2", "q3_abs"]
     q1 = hays[0].questions[0]
     assert q1.gold_sessions == {"answer_a", "answer_b"}
-    assert q1.gold_turns == {"answer_a#0", "answer_b#2"}
-    assert hays[0].turns["answer_b#2"].session_id == "answer_b"
+    assert q1.gold_messages == {"answer_a#0", "answer_b#2"}
+    assert hays[0].messages["answer_b#2"].session_id == "answer_b"
     assert hays[2].questions[0].excluded == "abstention question"
     assert len(load_longmemeval(lme_file, limit=1)) == 1
 
@@ -252,13 +249,15 @@ def test_metrics_count_k_in_units() -> None:
     units = [("a", "b"), ("c",), ("d",)]
     assert evidence_recall(units, {"b", "d"}, 1) == 0.5
     assert evidence_recall(units, {"b", "d"}, 3) == 1.0
-    from langmem_tiers.eval.datasets import Turn
+    from langmem_tiers.eval.datasets import DatasetMessage
 
-    turns = {k: Turn(k, s, 0, "user", None, k, 0.0) for k, s in [("a", "S1"), ("b", "S1"), ("c", "S2"), ("d", "S3")]}
-    assert session_recall(units, turns, {"S1", "S3"}, 2) == (1.0, 0.0)
-    assert session_recall(units, turns, {"S1", "S3"}, 3) == (1.0, 1.0)
-    assert turn_recall_any(units, {"d"}, 2) == 0.0
-    assert turn_recall_any(units, {"d"}, 3) == 1.0
+    pairs = [("a", "S1"), ("b", "S1"), ("c", "S2"), ("d", "S3")]
+    messages = {k: DatasetMessage(k, s, 0, "user", None, k, 0.0) for k, s in pairs}
+    assert session_recall(units, messages, {"S1", "S3"}, 2) == (1.0, 0.0)
+    assert session_recall(units, messages, {"S1", "S3"}, 3) == (1.0, 1.0)
+    assert message_recall(units, {"d"}, 2) == (0.0, 0.0)
+    assert message_recall(units, {"b", "d"}, 2) == (1.0, 0.0)
+    assert message_recall(units, {"b", "d"}, 3) == (1.0, 1.0)
     assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
     assert percentile([5.0], 95) == 5.0
 
@@ -286,19 +285,25 @@ def test_runner_locomo_json_shape(locomo_file: Path, tmp_path: Path) -> None:
     out = tmp_path / "out" / "locomo.json"
     result = main_eval("locomo", locomo_file, [1, 5], "bm25", None, out, None)
     assert json.loads(out.read_text()) == result
-    assert set(result["overall"]) == {"recall@1", "recall@5"}
+    assert set(result["overall"]) == {"recall@1", "recall@5", "context_recall", "context_recall_by_id",
+                                      "context_tokens"}
     assert set(result["by_category"]) == {"1", "2", "3", "4"}
     assert all(set(v) == set(result["overall"]) for v in result["by_category"].values())
     assert result["by_category"]["4"]["recall@5"] == 1.0  # "name of Ann's dog" -> D1:1
     assert result["counts"]["questions_scored"] == 4
     assert result["counts"]["excluded"] == {
         "category 5 (adversarial)": 1,
-        "no evidence id resolves to a turn": 1,
+        "no evidence id resolves to a message": 1,
     }
+    assert result["counts"]["not_ingested"] == {}
     assert set(result["latency_ms"]) >= {"p50", "p95"}
+    assert set(result["context_latency_ms"]) >= {"p50", "p95"}
     assert result["ingest_per_s"] > 0
+    # Five short messages fit the 2048-token budget: everything is delivered.
+    assert result["overall"]["context_recall"] == 1.0
+    assert 0 < result["overall"]["context_tokens"] <= result["config"]["context_budget"] == 2048
     cfg = result["config"]
-    assert (cfg["retriever"], cfg["k"], cfg["unit"]) == ("bm25", [1, 5], "turn")
+    assert (cfg["retriever"], cfg["k"], cfg["unit"], cfg["unit_kind"]) == ("bm25", [1, 5], "message", "message")
     assert "python" in cfg["versions"]
     assert {"model", "window"} <= set(cfg)
 
@@ -308,9 +313,21 @@ def test_runner_longmemeval_json_shape(lme_file: Path) -> None:
     from langmem_tiers.eval.runner import run_benchmark
 
     result = run_benchmark("longmemeval", load_longmemeval(lme_file), spec, [1, 3], progress=False)
-    assert set(result["overall"]) == {
-        f"{m}@{k}" for m in ("session_recall_any", "session_recall_all", "turn_recall_any") for k in (1, 3)
+    ranked = {
+        f"{m}@{k}"
+        for m in ("session_recall_any", "session_recall_all", "message_recall_any", "message_recall_all")
+        for k in (1, 3)
     }
+    delivered = {
+        "context_session_recall_any",
+        "context_session_recall_all",
+        "context_message_recall_any",
+        "context_message_recall_all",
+        "context_message_recall_any_by_id",
+        "context_message_recall_all_by_id",
+        "context_tokens",
+    }
+    assert set(result["overall"]) == ranked | delivered
     assert set(result["by_type"]) == {"knowledge-update", "single-session-user"}
     assert result["counts"]["questions_scored"] == 2
     assert result["counts"]["excluded"] == {"abstention question": 1}
@@ -351,7 +368,7 @@ def test_module_cli(locomo_file: Path, tmp_path: Path) -> None:
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
-    assert set(json.loads(out.read_text())["overall"]) == {"recall@1", "recall@2"}
+    assert {"recall@1", "recall@2", "context_recall"} <= set(json.loads(out.read_text())["overall"])
     assert "overall" in proc.stderr
 
 
@@ -373,8 +390,8 @@ def test_embedding_baselines_with_the_local_model(name: str, locomo_file: Path) 
     pytest.importorskip("sentence_transformers")
     result = main_eval("locomo", locomo_file, [1, 5], name, None, None, None)
     assert result["config"]["model"].startswith("st:")
-    assert result["overall"]["recall@5"] == pytest.approx(1.0)  # 5 turns at most: everything is recalled
-    assert result["by_category"]["4"]["recall@1"] == 1.0  # "name of Ann's dog" -> the Biscuit turn first
+    assert result["overall"]["recall@5"] == pytest.approx(1.0)  # 5 messages at most: everything is recalled
+    assert result["by_category"]["4"]["recall@1"] == 1.0  # "name of Ann's dog" -> the Biscuit message first
 
 
 def test_llamaindex_units_are_rounds(locomo_file: Path) -> None:
@@ -387,7 +404,7 @@ def test_llamaindex_units_are_rounds(locomo_file: Path) -> None:
     units = r.query("violin", 10)
     # Ann (user) opens a round, Bob (assistant) replies inside it.
     assert ("D1:1", "D1:2") in units
-    assert sorted(k for u in units for k in u) == sorted(hay.turns)
+    assert sorted(k for u in units for k in u) == sorted(hay.messages)
     r.close()
 
 
@@ -397,6 +414,8 @@ def test_ours(locomo_file: Path) -> None:
         pytest.skip(f"the core API is not there yet: {reason}")
     result = main_eval("locomo", locomo_file, [5], "ours", None, None, None)
     assert result["config"]["window"]["window_tokens"] == 256
+    assert result["config"]["layout"] == "sessions"
+    assert result["counts"]["not_ingested"] == {}
     assert 0.0 <= result["overall"]["recall@5"] <= 1.0
 
 
@@ -413,7 +432,7 @@ def test_real_locomo_first_conversation() -> None:
 def test_real_longmemeval_first_question() -> None:
     result = main_eval("longmemeval", REAL_LME, [5, 10], "bm25", 1, None, None)
     assert result["counts"]["haystacks"] == 1
-    assert result["counts"]["turns"] > 100
+    assert result["counts"]["messages"] > 100
 
 
 def test_report_compares_result_files(locomo_file: Path, tmp_path: Path) -> None:

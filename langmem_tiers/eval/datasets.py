@@ -1,17 +1,26 @@
 """Loaders for the official LoCoMo and LongMemEval_S files.
 
-Both benchmarks load into one shape: a :class:`Haystack` (the turns one fresh store
-ingests, grouped by session) with the :class:`Question` s asked against it. LoCoMo
-has one haystack per conversation and many questions; LongMemEval one haystack per
-question. Turn keys are strings: LoCoMo's ``dia_id`` (``"D1:3"``) and
-``"{session_id}#{turn_index}"`` for LongMemEval; scoring never parses them back, it
-looks turns up in :attr:`Haystack.turns`.
+Both benchmarks load into one shape: a :class:`Haystack` (the messages one fresh store
+ingests, grouped by dataset session) with the :class:`Question` s asked against it.
+LoCoMo has one haystack per conversation and many questions; LongMemEval one haystack
+per question.
+
+Words, as in the core: a *message* is one utterance (LoCoMo's ``dia_id`` "turn",
+LongMemEval's haystack "turn"); a *turn* is a user message with the replies after it
+(:func:`turns_of`). Message keys are strings: LoCoMo's ``dia_id`` (``"D1:3"``) and
+``"{session_id}#{index}"`` for LongMemEval; scoring never parses them back, it looks
+messages up in :attr:`Haystack.messages`.
+
+Real files hold odd entries (a message that is not an object, content that is not
+text). A loader never dies on one: it skips it and counts it in
+:attr:`Haystack.skipped`, by reason, so the run reports what it could not ingest.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -20,9 +29,9 @@ from typing import Any
 
 from langmem_tiers.errors import ConfigError
 
-# Turns of one session share its date; each later turn is this many seconds newer so
-# that the order of turns survives in their timestamps.
-TURN_SPACING_S = 30.0
+# Messages of one session share its date; each later message is this many seconds newer so
+# that their order survives in their timestamps.
+MESSAGE_SPACING_S = 30.0
 
 LOCOMO_EXCLUDED_CATEGORIES = frozenset({"5"})
 
@@ -33,8 +42,12 @@ _SESSION_KEY_RE = re.compile(r"^session_(\d+)$")
 
 
 @dataclass(frozen=True)
-class Turn:
-    """One message as an application would add it."""
+class DatasetMessage:
+    """One message (utterance) as an application would add it.
+
+    ``text`` is the utterance alone (LoCoMo: plus ``" [image: caption]"`` for image
+    messages); ``name`` is the speaker when the dataset has one.
+    """
 
     key: str
     session_id: str
@@ -45,40 +58,73 @@ class Turn:
     created_at: float
     has_answer: bool = False
 
+    @property
+    def line(self) -> str:
+        """``"{speaker}: {text}"``: what every retriever indexes and delivers.
+
+        The same line the core builds for a recall record (``name`` or ``role``,
+        then the text), so that our records and the baselines' units read alike.
+        """
+        return f"{self.name or self.role}: {self.text}"
+
 
 @dataclass(frozen=True)
 class Question:
     """One question with its gold evidence.
 
-    ``gold_turns`` are turn keys (LoCoMo evidence; LongMemEval ``has_answer`` turns),
-    ``gold_sessions`` session ids (LongMemEval ``answer_session_ids``). ``excluded``
-    says why a question is not scored (``None`` when it is).
+    ``gold_messages`` are message keys (LoCoMo evidence; LongMemEval ``has_answer``
+    messages), ``gold_sessions`` session ids (LongMemEval ``answer_session_ids``).
+    ``excluded`` says why a question is not scored (``None`` when it is).
     """
 
     qid: str
     text: str
     category: str
-    gold_turns: frozenset[str]
+    gold_messages: frozenset[str]
     gold_sessions: frozenset[str] = frozenset()
     excluded: str | None = None
 
 
 @dataclass(frozen=True)
 class Haystack:
-    """What one fresh store ingests, and the questions asked against it."""
+    """What one fresh store ingests, and the questions asked against it.
+
+    ``skipped`` counts the raw entries the loader could not turn into a message, by reason.
+    """
 
     hid: str
-    sessions: tuple[tuple[Turn, ...], ...]
+    sessions: tuple[tuple[DatasetMessage, ...], ...]
     questions: tuple[Question, ...]
-    turns: Mapping[str, Turn] = field(default_factory=dict)
+    messages: Mapping[str, DatasetMessage] = field(default_factory=dict)
+    skipped: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def n_messages(self) -> int:
+        return sum(len(s) for s in self.sessions)
 
     @property
     def n_turns(self) -> int:
-        return sum(len(s) for s in self.sessions)
+        """Deprecated alias of :attr:`n_messages` (notebooks/04 still reads it)."""
+        return self.n_messages
 
 
-def _index(sessions: Sequence[tuple[Turn, ...]]) -> dict[str, Turn]:
-    return {t.key: t for s in sessions for t in s}
+def turns_of(session: Sequence[DatasetMessage]) -> list[tuple[DatasetMessage, ...]]:
+    """Whole turns of one session, as the core groups them: each user message opens a turn.
+
+    Messages before the session's first user message form a turn of their own. Turns
+    never cross sessions.
+    """
+    turns: list[list[DatasetMessage]] = []
+    for m in session:
+        if m.role == "user" or not turns:
+            turns.append([m])
+        else:
+            turns[-1].append(m)
+    return [tuple(t) for t in turns]
+
+
+def _index(sessions: Sequence[tuple[DatasetMessage, ...]]) -> dict[str, DatasetMessage]:
+    return {m.key: m for s in sessions for m in s}
 
 
 def _load_json_list(path: Path, what: str) -> list[Any]:
@@ -119,8 +165,8 @@ def parse_lme_date(text: str) -> float:
 def parse_evidence(items: Any) -> list[str]:
     """Lenient LoCoMo evidence parsing: ``"D8:6; D9:17"``, ``"D:11:26"``, ``"D30:05"``.
 
-    Returns canonical ``"D{session}:{turn}"`` ids in order, without duplicates; whether
-    they resolve to a turn is checked by the caller.
+    Returns canonical ``"D{session}:{index}"`` ids in order, without duplicates; whether
+    they resolve to a message is checked by the caller.
     """
     if isinstance(items, str):
         items = [items]
@@ -133,20 +179,29 @@ def parse_evidence(items: Any) -> list[str]:
     return out
 
 
-def locomo_turn_text(turn: Mapping[str, Any]) -> str:
-    """``"{speaker}: {text}"`` plus ``" [image: {blip_caption}]"`` for image turns."""
-    text = f"{turn.get('speaker', '')}: {turn.get('text', '')}"
-    caption = turn.get("blip_caption")
+def locomo_message_text(raw: Mapping[str, Any]) -> str:
+    """The utterance, plus ``" [image: {blip_caption}]"`` for image messages."""
+    text = str(raw.get("text") or "")
+    caption = raw.get("blip_caption")
     if caption:
-        text += f" [image: {caption}]"
+        text = f"{text} [image: {caption}]" if text else f"[image: {caption}]"
     return text
+
+
+def _odd_locomo(raw: Any) -> str | None:
+    """Why a raw LoCoMo message cannot be loaded, or ``None`` when it can."""
+    if not isinstance(raw, dict):
+        return f"message is not an object ({type(raw).__name__})"
+    if not isinstance(raw.get("text", ""), str):
+        return f"text is not a string ({type(raw.get('text')).__name__})"
+    return None
 
 
 def load_locomo(path: Path, limit: int | None = None) -> list[Haystack]:
     """Load the official ``locomo10.json`` format: one haystack per conversation.
 
     Category 5 (adversarial) questions and questions whose evidence resolves to no
-    turn are kept but marked ``excluded``.
+    message are kept but marked ``excluded``.
     """
     samples = _load_json_list(path, "LoCoMo")
     out: list[Haystack] = []
@@ -159,28 +214,37 @@ def load_locomo(path: Path, limit: int | None = None) -> list[Haystack]:
         sid = str(sample.get("sample_id", f"sample-{n}"))
         speaker_a = conv.get("speaker_a")
         numbers = sorted(int(m.group(1)) for k in conv if (m := _SESSION_KEY_RE.match(k)))
-        sessions: list[tuple[Turn, ...]] = []
+        sessions: list[tuple[DatasetMessage, ...]] = []
+        skipped: Counter[str] = Counter()
         for num in numbers:
-            raw_turns = conv.get(f"session_{num}") or []
-            if not raw_turns:
-                continue  # conv-26 has dates for sessions without turns
+            raw_messages = conv.get(f"session_{num}") or []
+            if not isinstance(raw_messages, list):
+                skipped[f"session is not a list ({type(raw_messages).__name__})"] += 1
+                continue
+            if not raw_messages:
+                continue  # conv-26 has dates for sessions without messages
             date = conv.get(f"session_{num}_date_time")
             start = parse_locomo_date(date) if date else 0.0
-            turns = []
-            for i, raw in enumerate(raw_turns):
+            messages = []
+            for i, raw in enumerate(raw_messages):
+                why = _odd_locomo(raw)
+                if why is not None:
+                    skipped[why] += 1
+                    continue
                 speaker = raw.get("speaker")
-                turns.append(
-                    Turn(
+                messages.append(
+                    DatasetMessage(
                         key=str(raw.get("dia_id") or f"D{num}:{i + 1}"),
                         session_id=f"session_{num}",
                         index=i,
                         role="user" if speaker == speaker_a else "assistant",
-                        name=speaker,
-                        text=locomo_turn_text(raw),
-                        created_at=start + i * TURN_SPACING_S,
+                        name=str(speaker) if speaker else None,
+                        text=locomo_message_text(raw),
+                        created_at=start + i * MESSAGE_SPACING_S,
                     )
                 )
-            sessions.append(tuple(turns))
+            if messages:
+                sessions.append(tuple(messages))
         index = _index(sessions)
         questions = []
         for qn, qa in enumerate(sample.get("qa") or []):
@@ -190,17 +254,18 @@ def load_locomo(path: Path, limit: int | None = None) -> list[Haystack]:
             if category in LOCOMO_EXCLUDED_CATEGORIES:
                 excluded = "category 5 (adversarial)"
             elif not evidence:
-                excluded = "no evidence id resolves to a turn"
+                excluded = "no evidence id resolves to a message"
             questions.append(
                 Question(
                     qid=f"{sid}/q{qn}",
                     text=str(qa.get("question", "")),
                     category=category,
-                    gold_turns=evidence,
+                    gold_messages=evidence,
                     excluded=excluded,
                 )
             )
-        out.append(Haystack(hid=sid, sessions=tuple(sessions), questions=tuple(questions), turns=index))
+        out.append(Haystack(hid=sid, sessions=tuple(sessions), questions=tuple(questions), messages=index,
+                            skipped=dict(skipped)))
     return out
 
 
@@ -210,6 +275,15 @@ def load_longmemeval(path: Path, limit: int | None = None) -> list[Haystack]:
     Abstention questions (ids ending in ``_abs``) are marked ``excluded``, as in the paper.
     """
     return list(iter_longmemeval(path, limit))
+
+
+def _odd_lme(raw: Any) -> str | None:
+    if not isinstance(raw, dict):
+        return f"message is not an object ({type(raw).__name__})"
+    content = raw.get("content")
+    if not isinstance(content, str):
+        return f"content is not a string ({type(content).__name__})"
+    return None
 
 
 def iter_longmemeval(path: Path, limit: int | None = None) -> Iterator[Haystack]:
@@ -227,32 +301,42 @@ def iter_longmemeval(path: Path, limit: int | None = None) -> Iterator[Haystack]
             raise ConfigError(
                 f"LongMemEval question {qid}: {len(ids)} haystack_session_ids for {len(raw_sessions)} sessions"
             )
-        sessions: list[tuple[Turn, ...]] = []
-        for s, (sess_id, raw_turns) in enumerate(zip(ids, raw_sessions)):
+        sessions: list[tuple[DatasetMessage, ...]] = []
+        skipped: Counter[str] = Counter()
+        for s, (sess_id, raw_messages) in enumerate(zip(ids, raw_sessions)):
             start = parse_lme_date(dates[s]) if s < len(dates) else 0.0
-            sessions.append(
-                tuple(
-                    Turn(
+            if not isinstance(raw_messages, list):
+                skipped[f"session is not a list ({type(raw_messages).__name__})"] += 1
+                continue
+            messages = []
+            for i, raw in enumerate(raw_messages):
+                why = _odd_lme(raw)
+                if why is not None:
+                    skipped[why] += 1
+                    continue
+                messages.append(
+                    DatasetMessage(
                         key=f"{sess_id}#{i}",
                         session_id=sess_id,
                         index=i,
                         role=str(raw.get("role", "user")),
                         name=None,
-                        text=str(raw.get("content", "")),
-                        created_at=start + i * TURN_SPACING_S,
+                        text=raw["content"],
+                        created_at=start + i * MESSAGE_SPACING_S,
                         has_answer=bool(raw.get("has_answer", False)),
                     )
-                    for i, raw in enumerate(raw_turns)
                 )
-            )
+            if messages:
+                sessions.append(tuple(messages))
         index = _index(sessions)
         excluded = "abstention question" if qid.endswith("_abs") else None
         question = Question(
             qid=qid,
             text=str(item.get("question", "")),
             category=str(item.get("question_type", "unknown")),
-            gold_turns=frozenset(t.key for t in index.values() if t.has_answer),
+            gold_messages=frozenset(m.key for m in index.values() if m.has_answer),
             gold_sessions=frozenset(str(s) for s in item.get("answer_session_ids") or []),
             excluded=excluded,
         )
-        yield Haystack(hid=qid, sessions=tuple(sessions), questions=(question,), turns=index)
+        yield Haystack(hid=qid, sessions=tuple(sessions), questions=(question,), messages=index,
+                       skipped=dict(skipped))

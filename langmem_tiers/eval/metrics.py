@@ -1,51 +1,144 @@
-"""Retrieval metrics, pure functions over retrieved units and gold evidence.
+"""Retrieval and delivery metrics, pure functions over retrieved units, delivered context and gold evidence.
 
-A retriever returns ranked *units*; each unit covers one or more turn keys (a turn,
-a round, a session chunk). ``k`` always counts units; a unit counts all the turns
+A retriever returns ranked *units*; each unit covers one or more message keys (a message,
+a whole turn, a recall record). ``k`` always counts units; a unit counts all the messages
 it covers.
+
+``context_recall`` scores what reaches the model instead: the messages whose content is
+in the context a system delivers for a question (see :func:`present_messages` for the
+matching rule).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
-from langmem_tiers.eval.datasets import Turn
+from langmem_tiers.eval.datasets import DatasetMessage
 
 Unit = tuple[str, ...]
 
 
-def covered_turns(units: Sequence[Unit], k: int) -> set[str]:
-    """Turn keys covered by the first ``k`` units."""
+def covered_messages(units: Sequence[Unit], k: int) -> set[str]:
+    """Message keys covered by the first ``k`` units."""
     return {key for unit in units[:k] for key in unit}
 
 
 def evidence_recall(units: Sequence[Unit], gold: Iterable[str], k: int) -> float:
-    """LoCoMo: fraction of the gold turn keys among the turns of the top-``k`` units."""
+    """LoCoMo: fraction of the gold message keys among the messages of the top-``k`` units."""
     gold_set = set(gold)
     if not gold_set:
-        raise ValueError("evidence_recall needs at least one gold turn: exclude such questions before scoring")
-    return len(gold_set & covered_turns(units, k)) / len(gold_set)
+        raise ValueError("evidence_recall needs at least one gold message: exclude such questions before scoring")
+    return len(gold_set & covered_messages(units, k)) / len(gold_set)
 
 
-def session_recall(
-    units: Sequence[Unit], turns: Mapping[str, Turn], gold_sessions: Iterable[str], k: int
-) -> tuple[float, float]:
-    """LongMemEval session level: (recall_any, recall_all) over the sessions of the top-``k`` units."""
+def sessions_hit(found: Iterable[str], messages: Mapping[str, DatasetMessage],
+                 gold_sessions: Iterable[str]) -> tuple[float, float]:
+    """(recall_any, recall_all) of the gold sessions among the sessions of the ``found`` messages."""
     gold = set(gold_sessions)
     if not gold:
-        raise ValueError("session_recall needs at least one gold session")
-    got = {turns[key].session_id for key in covered_turns(units, k) if key in turns}
+        raise ValueError("session recall needs at least one gold session")
+    got = {messages[key].session_id for key in found if key in messages}
     hit = gold & got
     return float(bool(hit)), float(hit == gold)
 
 
-def turn_recall_any(units: Sequence[Unit], gold_turns: Iterable[str], k: int) -> float:
-    """LongMemEval turn level: 1.0 when any ``has_answer`` turn is among the top-``k`` units."""
-    gold = set(gold_turns)
+def messages_hit(found: Iterable[str], gold_messages: Iterable[str]) -> tuple[float, float]:
+    """(recall_any, recall_all) of the gold messages (LongMemEval ``has_answer``) among ``found``."""
+    gold = set(gold_messages)
     if not gold:
-        raise ValueError("turn_recall_any needs at least one gold turn")
-    return float(bool(gold & covered_turns(units, k)))
+        raise ValueError("message recall needs at least one gold message")
+    hit = gold & set(found)
+    return float(bool(hit)), float(hit == gold)
+
+
+def session_recall(
+    units: Sequence[Unit], messages: Mapping[str, DatasetMessage], gold_sessions: Iterable[str], k: int
+) -> tuple[float, float]:
+    """LongMemEval session level: (recall_any, recall_all) over the sessions of the top-``k`` units."""
+    return sessions_hit(covered_messages(units, k), messages, gold_sessions)
+
+
+def message_recall(units: Sequence[Unit], gold_messages: Iterable[str], k: int) -> tuple[float, float]:
+    """LongMemEval turn level (the paper's "turn" is one message): (recall_any, recall_all) at ``k``."""
+    return messages_hit(covered_messages(units, k), gold_messages)
+
+
+# --- what reaches the model ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Delivered:
+    """The context a system hands the model for one question.
+
+    ``text``: every message's text, joined; ``keys``: the dataset messages the system
+    says it delivered (provenance: a baseline's units, our window messages and the
+    ``message_ids`` of our recall hits); ``tokens``: the context's total tokens, framing
+    and reply priming included, as ``Context.tokens.total`` counts them.
+    """
+
+    text: str
+    keys: frozenset[str]
+    tokens: int
+    units: int
+
+
+def normalize(text: str) -> str:
+    """Case-folded, whitespace-collapsed text: formatting (line breaks, chunk joins) never decides a match."""
+    return " ".join(text.casefold().split())
+
+
+class TextIndex:
+    """Normalized message texts of one haystack, and which of them are ambiguous.
+
+    A text is *ambiguous* when it is empty or occurs inside another message of the same
+    haystack ("Thanks!", "Yes."): finding it in a context then proves nothing about
+    which message was delivered.
+    """
+
+    def __init__(self, messages: Mapping[str, DatasetMessage]) -> None:
+        self._norm = {key: normalize(m.text) for key, m in messages.items()}
+        self._ambiguous: dict[str, bool] = {}
+
+    def text(self, key: str) -> str:
+        return self._norm.get(key, "")
+
+    def ambiguous(self, key: str) -> bool:
+        if key not in self._ambiguous:
+            mine = self._norm.get(key, "")
+            self._ambiguous[key] = not mine or any(
+                mine in other for k, other in self._norm.items() if k != key
+            )
+        return self._ambiguous[key]
+
+
+def present_messages(delivered: Delivered, index: TextIndex, candidates: Collection[str]) -> set[str]:
+    """The ``candidates`` whose content reached the model, by one rule for every system.
+
+    A message is present when its whole text (normalized) occurs in the delivered text
+    AND either the text is unambiguous in the haystack or the system's provenance names
+    the message. So text proves delivery whatever part carried it (a window message, a
+    recall hit, a baseline's unit, a summary that kept the sentence whole), while a
+    short common text ("Thanks!") counts only when the system says it is that message.
+    A message delivered only in part (one chunk of a long message, a truncated text)
+    is not present: see :func:`named_messages` for the lenient count.
+    """
+    context = normalize(delivered.text)
+    out = set()
+    for key in candidates:
+        text = index.text(key)
+        if text and text in context and (key in delivered.keys or not index.ambiguous(key)):
+            out.add(key)
+    return out
+
+
+def named_messages(delivered: Delivered, index: TextIndex, candidates: Collection[str]) -> set[str]:
+    """Lenient count: present, or named by the provenance of a delivered part (e.g. one chunk of it)."""
+    return present_messages(delivered, index, candidates) | (set(candidates) & delivered.keys)
+
+
+# --- aggregation helpers ------------------------------------------------------------------------
 
 
 def percentile(values: Sequence[float], q: float) -> float:

@@ -1,9 +1,18 @@
-"""Run one benchmark with one retriever: ingest, query, score, time, write JSON.
+"""Run one benchmark with one retriever: ingest, query, deliver, score, time, write JSON.
 
 Every haystack (LoCoMo conversation, LongMemEval question) gets a fresh retriever.
-Each question is asked once with ``k = max(ks)``; scores at smaller ``k`` use the
-prefix of that ranking, and latency is that one query's wall time. ``k`` counts the
-retriever's units (see ``config.unit`` in the JSON).
+Each question is asked twice:
+
+1. ``query(text, max(k))``: ``recall@k`` (LoCoMo) and session / message recall@k
+   (LongMemEval); scores at smaller ``k`` use the prefix of that ranking. ``k`` counts
+   the retriever's units (``config.unit``); latency is this query's wall time.
+2. delivery: ours calls ``context(query=text)`` of the asking session; a baseline fills
+   the same total token budget (``context_tokens`` of ours' config, same tokenizer) with
+   its top units in rank order. ``context_*`` scores what that context holds
+   (:func:`langmem_tiers.eval.metrics.present_messages`), ``context_tokens`` its size.
+
+Messages a retriever could not ingest are counted by reason (``counts.not_ingested``),
+never fatal.
 """
 
 from __future__ import annotations
@@ -12,23 +21,34 @@ import json
 import os
 import platform
 import time
-from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections import Counter, defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from langmem_tiers.config import MemoryConfig
 from langmem_tiers.errors import ConfigError
 from langmem_tiers.eval.datasets import Haystack, Question, load_locomo, load_longmemeval
+from langmem_tiers.eval.delivery import deliver_ranked
 from langmem_tiers.eval.metrics import (
+    Delivered,
+    TextIndex,
     Unit,
     evidence_recall,
     mean,
+    message_recall,
+    messages_hit,
+    named_messages,
     percentile,
+    present_messages,
     session_recall,
-    turn_recall_any,
+    sessions_hit,
 )
-from langmem_tiers.eval.retrievers import OURS_BUDGETS, RetrieverSpec, get_retriever
+from langmem_tiers.eval.ours import Layout, ours_config
+from langmem_tiers.eval.retrievers import RetrieverSpec, describe_config, get_retriever
+from langmem_tiers.tokens import TiktokenCounter
 
 BENCHMARKS = ("locomo", "longmemeval")
 DEFAULT_K = (5, 10, 25)
@@ -46,6 +66,18 @@ _VERSIONED = (
 )
 
 Scores = dict[str, float]
+
+LOCOMO_CONTEXT = ("context_recall", "context_recall_by_id", "context_tokens")
+LME_CONTEXT = (
+    "context_session_recall_any",
+    "context_session_recall_all",
+    "context_message_recall_any",
+    "context_message_recall_all",
+    "context_message_recall_any_by_id",
+    "context_message_recall_all_by_id",
+    "context_tokens",
+)
+LME_RANKED = ("session_recall_any", "session_recall_all", "message_recall_any", "message_recall_all")
 
 
 def _versions() -> dict[str, str]:
@@ -66,32 +98,54 @@ def _loadavg() -> float | None:
 
 
 def score_question(benchmark: str, hay: Haystack, q: Question, units: Sequence[Unit], ks: Sequence[int]) -> Scores:
-    """Scores of one question, keyed like the JSON's ``overall`` (metrics that do not apply are absent)."""
+    """Ranking scores of one question, keyed like the JSON's ``overall`` (metrics that do not apply are absent)."""
     out: Scores = {}
     for k in ks:
         if benchmark == "locomo":
-            out[f"recall@{k}"] = evidence_recall(units, q.gold_turns, k)
-        else:
-            if q.gold_sessions:
-                any_, all_ = session_recall(units, hay.turns, q.gold_sessions, k)
-                out[f"session_recall_any@{k}"] = any_
-                out[f"session_recall_all@{k}"] = all_
-            if q.gold_turns:
-                out[f"turn_recall_any@{k}"] = turn_recall_any(units, q.gold_turns, k)
+            out[f"recall@{k}"] = evidence_recall(units, q.gold_messages, k)
+            continue
+        if q.gold_sessions:
+            out[f"session_recall_any@{k}"], out[f"session_recall_all@{k}"] = session_recall(
+                units, hay.messages, q.gold_sessions, k)
+        if q.gold_messages:
+            out[f"message_recall_any@{k}"], out[f"message_recall_all@{k}"] = message_recall(
+                units, q.gold_messages, k)
     return out
 
 
-def _metric_names(benchmark: str, ks: Sequence[int]) -> list[str]:
+def score_context(benchmark: str, hay: Haystack, q: Question, delivered: Delivered, index: TextIndex) -> Scores:
+    """Delivery scores of one question: what of its evidence the delivered context holds, and its tokens."""
+    out: Scores = {"context_tokens": float(delivered.tokens)}
     if benchmark == "locomo":
-        return [f"recall@{k}" for k in ks]
-    return [f"{m}@{k}" for m in ("session_recall_any", "session_recall_all", "turn_recall_any") for k in ks]
+        gold = q.gold_messages
+        out["context_recall"] = len(present_messages(delivered, index, gold)) / len(gold)
+        out["context_recall_by_id"] = len(named_messages(delivered, index, gold)) / len(gold)
+        return out
+    if q.gold_sessions:
+        candidates = [m.key for s in hay.sessions for m in s if m.session_id in q.gold_sessions]
+        out["context_session_recall_any"], out["context_session_recall_all"] = sessions_hit(
+            present_messages(delivered, index, candidates), hay.messages, q.gold_sessions)
+    if q.gold_messages:
+        out["context_message_recall_any"], out["context_message_recall_all"] = messages_hit(
+            present_messages(delivered, index, q.gold_messages), q.gold_messages)
+        out["context_message_recall_any_by_id"], out["context_message_recall_all_by_id"] = messages_hit(
+            named_messages(delivered, index, q.gold_messages), q.gold_messages)
+    return out
+
+
+def metric_names(benchmark: str, ks: Sequence[int]) -> list[str]:
+    """Every metric of the benchmark, in table order: delivery at equal tokens first, then ranking at k."""
+    if benchmark == "locomo":
+        return [*LOCOMO_CONTEXT, *(f"recall@{k}" for k in ks)]
+    return [*LME_CONTEXT, *(f"{m}@{k}" for m in LME_RANKED for k in ks)]
 
 
 def _aggregate(rows: Sequence[Scores], names: Sequence[str]) -> dict[str, float | None]:
     out: dict[str, float | None] = {}
     for name in names:
         vals = [r[name] for r in rows if name in r]
-        out[name] = round(mean(vals), 4) if vals else None
+        digits = 1 if name == "context_tokens" else 4
+        out[name] = round(mean(vals), digits) if vals else None
     return out
 
 
@@ -110,6 +164,35 @@ def _check_ks(k: Sequence[int]) -> list[int]:
     return ks
 
 
+def cap_questions(haystacks: Sequence[Haystack], n: int | None) -> list[Haystack]:
+    """At most ``n`` scored questions per haystack; the rest are marked excluded (and counted)."""
+    if n is None:
+        return list(haystacks)
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ConfigError(f"limit_questions ({n!r}) must be an integer >= 1 or omitted")
+    out = []
+    for hay in haystacks:
+        kept, questions = 0, []
+        for q in hay.questions:
+            if q.excluded is None:
+                if kept >= n:
+                    q = replace(q, excluded="beyond --limit-questions")
+                else:
+                    kept += 1
+            questions.append(q)
+        out.append(replace(hay, questions=tuple(questions)))
+    return out
+
+
+def _deliver(retriever: Any, text: str, hay: Haystack, budget: int, counter: TiktokenCounter,
+             role: str) -> Delivered:
+    own = getattr(retriever, "context", None)
+    if callable(own):
+        delivered: Delivered = own(text)
+        return delivered
+    return deliver_ranked(lambda depth: retriever.query(text, depth), hay.messages, budget, counter, role)
+
+
 def run_benchmark(
     benchmark: str,
     haystacks: Sequence[Haystack],
@@ -117,18 +200,30 @@ def run_benchmark(
     k: Sequence[int] = DEFAULT_K,
     console: Any = None,
     progress: bool = True,
+    *,
+    config: MemoryConfig | None = None,
 ) -> dict[str, Any]:
-    """Evaluate ``spec`` on loaded haystacks; returns the JSON-ready result."""
+    """Evaluate ``spec`` on loaded haystacks; returns the JSON-ready result.
+
+    ``config`` is ours' configuration whose ``context_tokens`` (and tokenizer) the
+    baselines' delivery budget follows; default: ``spec.config`` for ours, else the
+    default of ours.
+    """
     if benchmark not in BENCHMARKS:
         raise ConfigError(f"benchmark {benchmark!r} is unknown: choose one of {', '.join(BENCHMARKS)}")
     ks = _check_ks(k)
     kmax = ks[-1]
+    ref = spec.config or config or ours_config()
+    budget = ref.context_tokens
+    counter = TiktokenCounter.for_model(ref.model, encoding=ref.encoding)
     rows: list[tuple[str, Scores]] = []
-    excluded: dict[str, int] = defaultdict(int)
+    excluded: Counter[str] = Counter()
+    not_ingested: Counter[str] = Counter()
     latencies: list[float] = []
+    context_ms: list[float] = []
     unit_sizes: list[int] = []
     ingest_s = 0.0
-    n_turns = 0
+    n_messages = 0
     scored = [q for h in haystacks for q in h.questions if q.excluded is None]
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -148,13 +243,16 @@ def run_benchmark(
         t_hay = bar.add_task(f"{spec.name}: {unit_name}", total=len(haystacks))
         t_q = bar.add_task(f"{spec.name}: questions", total=len(scored))
         for hay in haystacks:
-            bar.update(t_hay, description=f"{spec.name}: ingest {hay.hid} ({hay.n_turns} turns)")
+            bar.update(t_hay, description=f"{spec.name}: ingest {hay.hid} ({hay.n_messages} messages)")
+            not_ingested.update(hay.skipped)
             retriever = spec.factory()
             try:
                 start = time.perf_counter()
-                retriever.ingest(hay.sessions)
+                skipped = retriever.ingest(hay.sessions)
                 ingest_s += time.perf_counter() - start
-                n_turns += hay.n_turns
+                not_ingested.update(dict(skipped or {}))
+                n_messages += hay.n_messages
+                index = TextIndex(hay.messages)
                 bar.update(t_hay, description=f"{spec.name}: query {hay.hid}")
                 for q in hay.questions:
                     if q.excluded is not None:
@@ -164,47 +262,69 @@ def run_benchmark(
                     units = retriever.query(q.text, kmax)
                     latencies.append((time.perf_counter() - start) * 1000.0)
                     unit_sizes.extend(len(u) for u in units[:kmax])
-                    rows.append((q.category, score_question(benchmark, hay, q, units, ks)))
+                    start = time.perf_counter()
+                    delivered = _deliver(retriever, q.text, hay, budget, counter, ref.summary_role)
+                    context_ms.append((time.perf_counter() - start) * 1000.0)
+                    scores = score_context(benchmark, hay, q, delivered, index)
+                    scores.update(score_question(benchmark, hay, q, units, ks))
+                    rows.append((q.category, scores))
                     bar.advance(t_q)
             finally:
                 retriever.close()
             bar.advance(t_hay)
         bar.update(t_hay, description=f"{spec.name}: {unit_name}")
 
-    names = _metric_names(benchmark, ks)
+    names = metric_names(benchmark, ks)
     groups: dict[str, list[Scores]] = defaultdict(list)
     for cat, r in rows:
         groups[cat].append(r)
     group_key = "by_category" if benchmark == "locomo" else "by_type"
+    per_unit = round(mean(unit_sizes), 2) if unit_sizes else None
+
+    def ms(values: Sequence[float]) -> dict[str, float | None]:
+        return {
+            "p50": round(percentile(values, 50), 2) if values else None,
+            "p95": round(percentile(values, 95), 2) if values else None,
+            "mean": round(mean(values), 2) if values else None,
+        }
+
     return {
         "benchmark": benchmark,
         "overall": _aggregate([r for _, r in rows], names),
         group_key: {cat: _aggregate(groups[cat], names) for cat in sorted(groups)},
         "counts": {
             "haystacks": len(haystacks),
-            "turns": n_turns,
+            "messages": n_messages,
             "questions_scored": len(rows),
             group_key: {cat: len(groups[cat]) for cat in sorted(groups)},
             "excluded": dict(sorted(excluded.items())),
-            # Units are what k counts: a retriever whose units cover more turns sees more per k.
-            "turns_per_unit": round(mean(unit_sizes), 2) if unit_sizes else None,
+            # What could not be ingested (loader and retriever), by reason: an odd message is counted, not fatal.
+            "not_ingested": dict(sorted(not_ingested.items())),
+            "not_ingested_total": sum(not_ingested.values()),
+            # Units are what k counts: a retriever whose units cover more messages sees more per k.
+            "messages_per_unit": per_unit,
+            "turns_per_unit": per_unit,  # deprecated name of messages_per_unit (notebooks/04 reads it)
             "units_per_query": round(len(unit_sizes) / len(rows), 2) if rows else None,
         },
-        "latency_ms": {
-            "p50": round(percentile(latencies, 50), 2) if latencies else None,
-            "p95": round(percentile(latencies, 95), 2) if latencies else None,
-            "mean": round(mean(latencies), 2) if latencies else None,
-        },
-        "ingest_per_s": round(n_turns / ingest_s, 1) if ingest_s > 0 else None,
+        "latency_ms": ms(latencies),
+        "context_latency_ms": ms(context_ms),
+        "ingest_per_s": round(n_messages / ingest_s, 1) if ingest_s > 0 else None,
         "ingest_s": round(ingest_s, 2),
         "config": {
             "retriever": spec.name,
             "unit": spec.unit,
-            "k_counts": "retrieved units; a unit scores all the turns it covers",
+            "unit_kind": spec.unit_kind,
+            "k_counts": "retrieved units; a unit scores all the messages it covers",
             "query_k": kmax,
             "model": spec.model(),
-            # Only "ours" has a window; the baselines index every turn at once.
-            "window": OURS_BUDGETS if spec.name == "ours" else None,
+            # Only ours has a layout and a window; the baselines index every message at once.
+            "layout": spec.layout,
+            "window": describe_config(spec.config) if spec.config is not None else None,
+            "context_budget": budget,
+            "context_delivery": (
+                "context(query=question) of the asking session" if spec.config is not None else
+                f"top units in rank order within {budget} total tokens ({counter.key})"
+            ),
             "k": ks,
             "versions": _versions(),
             # Timings depend on the host; a busy one (load above its cores) inflates them.
@@ -213,39 +333,61 @@ def run_benchmark(
     }
 
 
+def _fmt(v: float | None, name: str = "") -> str:
+    if v is None:
+        return "-"
+    return f"{v:.0f}" if name == "context_tokens" else f"{v:.3f}"
+
+
+def _short(name: str) -> str:
+    return (name.replace("context_", "ctx_").replace("session_recall", "sess").replace("message_recall", "msg")
+            .replace("context_tokens", "tokens"))
+
+
 def _print_summary(result: dict[str, Any], console: Any) -> None:
     from rich.table import Table
 
     group_key = "by_category" if "by_category" in result else "by_type"
-    # One small table per metric family (recall, session_recall_any, ...) so it fits 80 columns.
-    families: dict[str, list[str]] = defaultdict(list)
-    for name in result["overall"]:
-        families[name.split("@", 1)[0]].append(name)
-
-    def fmt(v: float | None) -> str:
-        return "-" if v is None else f"{v:.3f}"
-
-    for family, names in families.items():
-        table = Table(title=f"{result['benchmark']} / {result['config']['retriever']}: {family}@k")
+    names = list(result["overall"])
+    context = [n for n in names if n.startswith("context_") and not n.endswith("_by_id")]
+    # One table for delivery at equal tokens, then one per ranking family, so each fits 80 columns.
+    families: dict[str, list[str]] = {"context": context}
+    for name in names:
+        if "@" in name:
+            families.setdefault(name.split("@", 1)[0], []).append(name)
+    cfg = result["config"]
+    for family, cols in families.items():
+        if not cols:
+            continue
+        title = (f"{result['benchmark']} / {cfg['retriever']} ({cfg['unit_kind']} units): "
+                 + (f"delivered context, {cfg['context_budget']}-token budget" if family == "context"
+                    else f"{family}@k"))
+        table = Table(title=title)
         table.add_column(group_key.replace("by_", ""), no_wrap=True)
         table.add_column("n", justify="right")
-        for name in names:
-            table.add_column("@" + name.split("@", 1)[1], justify="right")
+        for name in cols:
+            table.add_column(_short(name) if family == "context" else "@" + name.split("@", 1)[1], justify="right")
         for cat, scores in result[group_key].items():
-            table.add_row(cat, str(result["counts"][group_key][cat]), *(fmt(scores[n]) for n in names))
-        table.add_row(
-            "overall",
-            str(result["counts"]["questions_scored"]),
-            *(fmt(result["overall"][n]) for n in names),
-            style="bold",
-        )
+            table.add_row(cat, str(result["counts"][group_key][cat]), *(_fmt(scores[n], n) for n in cols))
+        table.add_row("overall", str(result["counts"]["questions_scored"]),
+                      *(_fmt(result["overall"][n], n) for n in cols), style="bold")
         console.print(table)
-    lat = result["latency_ms"]
+    lat, ctx = result["latency_ms"], result["context_latency_ms"]
+    counts = result["counts"]
     console.print(
-        f"query latency p50 {lat['p50']} ms, p95 {lat['p95']} ms; ingest {result['ingest_per_s']} turns/s "
-        f"({result['counts']['turns']} turns in {result['ingest_s']} s); "
-        f"excluded {result['counts']['excluded']}"
+        f"query p50 {lat['p50']} ms, p95 {lat['p95']} ms; delivery p50 {ctx['p50']} ms; "
+        f"ingest {result['ingest_per_s']} messages/s ({counts['messages']} messages in {result['ingest_s']} s); "
+        f"excluded questions {counts['excluded']}"
     )
+    if counts["not_ingested"]:
+        table = Table(title=f"not ingested: {counts['not_ingested_total']} (counted, the run went on)")
+        table.add_column("reason")
+        table.add_column("messages", justify="right")
+        for reason, n in counts["not_ingested"].items():
+            table.add_row(reason, str(n))
+        console.print(table)
+    else:
+        console.print("not ingested: 0")
 
 
 def main_eval(
@@ -258,20 +400,34 @@ def main_eval(
     console: Any,
     *,
     embedder: Callable[[], Any] | None = None,
+    layout: Layout = "sessions",
+    limit_questions: int | None = None,
+    config_overrides: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Entry point of ``langmem-tiers eval``: load, run, print a table, write ``json_out``.
 
-    ``limit`` caps conversations (LoCoMo) or questions (LongMemEval). ``embedder``
-    overrides the default local MiniLM factory (tests).
+    ``limit`` caps conversations (LoCoMo) or questions (LongMemEval: one haystack each);
+    ``limit_questions`` caps scored questions per haystack. ``layout`` and
+    ``config_overrides`` (MemoryConfig fields) shape ours; the baselines' token budget
+    follows the resulting ``context_tokens``. ``embedder`` overrides the default local
+    MiniLM factory (tests).
     """
-    if limit is not None and limit < 1:
-        raise ConfigError(f"limit ({limit}) must be >= 1 or omitted")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ConfigError(f"limit ({limit!r}) must be an integer >= 1 or omitted")
     ks = _check_ks(k)
-    spec = get_retriever(retriever) if embedder is None else get_retriever(retriever, embedder)
-    haystacks = _load(benchmark, Path(data), limit)
-    result = run_benchmark(benchmark, haystacks, spec, ks, console=console, progress=console is not None)
+    config = ours_config(**dict(config_overrides or {}))
+    if embedder is None:
+        spec = get_retriever(retriever, layout=layout, config=config)
+    else:
+        spec = get_retriever(retriever, embedder, layout=layout, config=config)
+    haystacks = cap_questions(_load(benchmark, Path(data), limit), limit_questions)
+    result = run_benchmark(benchmark, haystacks, spec, ks, console=console, progress=console is not None,
+                           config=config)
     result["config"]["data"] = Path(data).name
     result["config"]["limit"] = limit
+    result["config"]["limit_questions"] = limit_questions
+    if config_overrides:
+        result["config"]["overrides"] = dict(config_overrides)
     if console is not None:
         _print_summary(result, console)
     if json_out is not None:

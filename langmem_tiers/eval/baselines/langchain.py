@@ -1,10 +1,10 @@
 """LangChain baseline: ``VectorStoreRetrieverMemory`` over langchain-chroma.
 
-Each turn is saved through ``save_context({role: text}, {})`` as an application
-would, so one Chroma document per turn (page content ``"{role}: {text}"``). A
-document carries no metadata that way, so results map back to turns by their page
-content; identical texts (short greetings) are assigned to distinct turns in order,
-never counted twice. Chroma gets precomputed embeddings only (``embedding_function``
+Each message is saved through ``save_context({role: line}, {})`` as an application
+would (``line`` is ``"speaker: text"``), so one Chroma document per message (page
+content ``"{role}: {line}"``). A document carries no metadata that way, so results map
+back to messages by their page content; identical texts (short greetings) are assigned
+to distinct messages in order, never counted twice. Chroma gets precomputed embeddings only (``embedding_function``
 of the collection is ``None``; langchain-chroma embeds through our ``Embeddings``).
 """
 
@@ -22,7 +22,7 @@ from langchain_core.embeddings import Embeddings
 
 from langmem_tiers.embedders.base import Embedder
 from langmem_tiers.eval.baselines._cache import CachedEmbedder
-from langmem_tiers.eval.datasets import Turn
+from langmem_tiers.eval.datasets import DatasetMessage
 
 
 class LocalEmbeddings(Embeddings):
@@ -59,7 +59,7 @@ class LangChainRetriever:
         self._by_content: dict[str, list[str]] = {}
         self._assigned: dict[str, str] = {}
 
-    def ingest(self, sessions: Sequence[Sequence[Turn]]) -> None:
+    def ingest(self, sessions: Sequence[Sequence[DatasetMessage]]) -> dict[str, int]:
         self._store = Chroma(
             collection_name=self._name,
             embedding_function=self._embeddings,
@@ -74,15 +74,16 @@ class LangChainRetriever:
                 return_docs=True,
                 input_key="input",
             )
-        turns = [t for s in sessions for t in s]
+        messages = [m for s in sessions for m in s]
         by_content: dict[str, list[str]] = defaultdict(list)
-        contents = [f"{t.role}: {t.text}" for t in turns]
+        contents = [f"{m.role}: {m.line}" for m in messages]
         self._cache.prime(contents)
-        for t, content in zip(turns, contents):
-            self._memory.save_context({t.role: t.text}, {})
-            by_content[content].append(t.key)
+        for m, content in zip(messages, contents):
+            self._memory.save_context({m.role: m.line}, {})
+            by_content[content].append(m.key)
         self._by_content = dict(by_content)
         self._cache.clear()
+        return {}
 
     def query(self, text: str, k: int) -> list[tuple[str, ...]]:
         if self._memory is None:

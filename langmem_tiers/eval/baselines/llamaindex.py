@@ -1,9 +1,9 @@
 """LlamaIndex baseline: ``VectorMemory`` (in-memory ``SimpleVectorStore``, exact search).
 
-Each turn is ``put`` as a ``ChatMessage``; VectorMemory batches a user message with the
-replies after it into one node (a round) and re-embeds the node as it grows. ``get(input)``
-returns the messages of the top ``similarity_top_k`` nodes: units are rounds. The turn key
-and round number ride in ``additional_kwargs``.
+Each message is ``put`` as a ``ChatMessage`` (content ``"speaker: text"``); VectorMemory
+batches a user message with the replies after it into one node (a round) and re-embeds the
+node as it grows. ``get(input)`` returns the messages of the top ``similarity_top_k``
+nodes: units are rounds. The message key and round number ride in ``additional_kwargs``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pydantic import PrivateAttr
 
 from langmem_tiers.embedders.base import Embedder
 from langmem_tiers.eval.baselines._cache import CachedEmbedder
-from langmem_tiers.eval.datasets import Turn
+from langmem_tiers.eval.datasets import DatasetMessage
 
 
 class LocalEmbedding(BaseEmbedding):
@@ -52,28 +52,29 @@ class LlamaIndexRetriever:
         self._embed_model = LocalEmbedding(self._cache)
         self._memory = None
 
-    def ingest(self, sessions: Sequence[Sequence[Turn]]) -> None:
+    def ingest(self, sessions: Sequence[Sequence[DatasetMessage]]) -> dict[str, int]:
         self._memory = VectorMemory.from_defaults(
             vector_store=None, embed_model=self._embed_model, retriever_kwargs={"similarity_top_k": 10}
         )
-        turns = [t for s in sessions for t in s]
+        messages = [m for s in sessions for m in s]
         # Prime the cache with every text VectorMemory will embed (each growing round), batched.
         texts, current = [], ""
-        for t in turns:
-            role = _ROLES.get(t.role, MessageRole.USER)
+        for m in messages:
+            role = _ROLES.get(m.role, MessageRole.USER)
             starts_round = role in (MessageRole.USER, MessageRole.SYSTEM) or not current
-            current = t.text if starts_round else f"{current} {t.text}"
+            current = m.line if starts_round else f"{current} {m.line}"
             texts.append(current)
         self._cache.prime(texts)
         round_no = 0
-        for i, t in enumerate(turns):
-            role = _ROLES.get(t.role, MessageRole.USER)
+        for i, m in enumerate(messages):
+            role = _ROLES.get(m.role, MessageRole.USER)
             if role in (MessageRole.USER, MessageRole.SYSTEM) and i > 0:
                 round_no += 1
             self._memory.put(
-                ChatMessage(role=role, content=t.text, additional_kwargs={"turn_key": t.key, "round": round_no})
+                ChatMessage(role=role, content=m.line, additional_kwargs={"message_key": m.key, "round": round_no})
             )
         self._cache.clear()
+        return {}
 
     def query(self, text: str, k: int) -> list[tuple[str, ...]]:
         if self._memory is None:
@@ -84,7 +85,7 @@ class LlamaIndexRetriever:
         last = None
         for m in messages:
             kw = m.additional_kwargs
-            key, rnd = kw.get("turn_key"), kw.get("round")
+            key, rnd = kw.get("message_key"), kw.get("round")
             if key is None:
                 continue
             if rnd != last or not units:

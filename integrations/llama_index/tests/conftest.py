@@ -103,3 +103,15 @@ class RecordingReActLLM(RecordingFunctionLLM):
 @pytest.fixture
 def small() -> MemoryConfig:
     return SMALL
+
+
+@pytest.fixture(scope="session")
+def local_embedder() -> Any:
+    """The real packaged all-MiniLM-L6-v2 model (langmem-tiers' local embedder), loaded once per process."""
+    from langmem_tiers.embedders import LocalEmbedder, default_embedder
+
+    if default_embedder() is None:
+        pytest.skip("the local embedding model is not installed")
+    embedder = LocalEmbedder()
+    embedder.embed(["warm up"])
+    return embedder

@@ -366,3 +366,24 @@ def test_ours_config_overrides_are_validated() -> None:
         ours_config(no_such_field=1)
     with pytest.raises(ConfigError):
         OursRetriever(HashEmbedder(), layout="threads")  # type: ignore[arg-type]
+
+
+# --- the comparison table ------------------------------------------------------------------------
+
+
+def test_report_leads_with_like_for_like(tmp_path: Path) -> None:
+    from langmem_tiers.eval.report import by_group_markdown, comparison_rows, load_results
+
+    path = tmp_path / "locomo.json"
+    path.write_text(json.dumps(locomo_cross_session()))
+    files = []
+    for name in ("bm25", "bm25-turns"):
+        files.append(tmp_path / f"{name}.json")
+        main_eval("locomo", path, [1, 5], name, None, files[-1], None)
+    header, rows = comparison_rows(load_results(files))
+    # Delivery at equal tokens comes before the ranking columns; each row names its unit.
+    assert header.index("context_recall") < header.index("budget") < header.index("recall@1")
+    assert [(row[1], row[2]) for row in rows] == [("bm25-turns", "turn"), ("bm25", "message")]
+    assert {row[header.index("budget")] for row in rows} == {"2048"}
+    by_category = by_group_markdown(load_results(files), "context_recall")
+    assert by_category.splitlines()[0] == "| retriever | unit | 4 | overall |"

@@ -1,6 +1,8 @@
 """LangChain integration of langmem-tiers.
 
 * :class:`TieredChatMessageHistory`: ``BaseChatMessageHistory`` for ``RunnableWithMessageHistory``.
+* :class:`TieredRunnableWithMessageHistory`: ``RunnableWithMessageHistory`` with recall keyed on
+  the input being answered.
 * :class:`TieredMemoryMiddleware`: ``AgentMiddleware`` for ``langchain.agents.create_agent``
   (needs the ``agents`` extra; imported on first use).
 * :class:`TieredMemoryRetriever`: recall as ``Document``s.
@@ -20,6 +22,8 @@ from langchain_langmem_tiers.adapters import (
 from langchain_langmem_tiers.history import SessionHistoryFactory, TieredChatMessageHistory
 from langchain_langmem_tiers.messages import from_langchain, to_langchain
 from langchain_langmem_tiers.retriever import TieredMemoryRetriever
+from langchain_langmem_tiers.runnable import TieredRunnableWithMessageHistory
+from langchain_langmem_tiers.sessions import DEFAULT_MAX_SESSIONS
 
 if TYPE_CHECKING:
     from langchain_langmem_tiers.classic import TieredConversationMemory
@@ -43,6 +47,7 @@ def __getattr__(name: str) -> Any:
 __version__ = "0.1.0"
 
 __all__ = [
+    "DEFAULT_MAX_SESSIONS",
     "ChatModelSummarizer",
     "LangChainEmbedder",
     "SessionHistoryFactory",
@@ -50,6 +55,7 @@ __all__ = [
     "TieredConversationMemory",
     "TieredMemoryMiddleware",
     "TieredMemoryRetriever",
+    "TieredRunnableWithMessageHistory",
     "chroma_store_from_langchain",
     "from_langchain",
     "to_langchain",

@@ -13,7 +13,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage
 from langmem_tiers import ConfigError
-from langmem_tiers.embedders.callable import CallableEmbedder
+from langmem_tiers.embedders import CallableEmbedder
 from langmem_tiers.recall.vector_store import ChromaStore
 from langmem_tiers.summarizers.base import DEFAULT_COMPRESS_PROMPT, DEFAULT_SUMMARY_PROMPT
 from langmem_tiers.summarizers.callable import CallableSummarizer

@@ -17,7 +17,7 @@ except ImportError as e:  # pragma: no cover - exercised only without the extra
         "TieredConversationMemory needs langchain-classic: pip install 'langchain-langmem-tiers[classic]'"
     ) from e
 from langchain_core.messages import AIMessage, HumanMessage, get_buffer_string
-from langmem_tiers import TieredMemory
+from langmem_tiers import ConfigError, TieredMemory
 from pydantic import ConfigDict
 
 from langchain_langmem_tiers.messages import from_langchain, messages_to_langchain
@@ -28,7 +28,7 @@ class TieredConversationMemory(BaseMemory):
 
     Example:
         >>> import tempfile
-        >>> from langmem_tiers import TieredMemory
+        >>> from langmem_tiers import ConfigError, TieredMemory
         >>> memory = TieredConversationMemory(
         ...     memory=TieredMemory.open(tempfile.mkdtemp(), session_id="s1", embedder=False))
         >>> memory.save_context({"input": "I am Ada"}, {"response": "Hi Ada"})
@@ -51,21 +51,48 @@ class TieredConversationMemory(BaseMemory):
     def memory_variables(self) -> list[str]:
         return [self.memory_key]
 
-    def _input(self, inputs: dict[str, Any]) -> str | None:
+    def _input(self, inputs: dict[str, Any], *, required: bool) -> str | None:
+        """The user's input among ``inputs``; ``None`` when there is none and none is required.
+
+        Raises:
+            ConfigError: ``input_key`` is missing from ``inputs``, or several keys could be the
+                input and ``input_key`` is not set (the message names the keys).
+        """
         if self.input_key is not None:
+            if self.input_key not in inputs:
+                raise ConfigError(
+                    f"input_key {self.input_key!r} is missing from the inputs (keys: {sorted(inputs)}): "
+                    "pass it, or set input_key to the key that holds the user's input"
+                )
             return str(inputs[self.input_key])
-        rest = [k for k in inputs if k not in (self.memory_key, "stop")]
-        return str(inputs[rest[0]]) if len(rest) == 1 else None
+        # As langchain-classic's memories: the input is the one key that is neither ours nor "stop".
+        candidates = sorted(k for k in inputs if k not in (self.memory_key, "stop"))
+        if len(candidates) == 1:
+            return str(inputs[candidates[0]])
+        if not candidates and not required:
+            return None
+        raise ConfigError(
+            f"one input key expected besides {self.memory_key!r} and 'stop', got {candidates}: "
+            "set input_key to the key that holds the user's input"
+        )
 
     def _output(self, outputs: dict[str, Any]) -> str:
         if self.output_key is not None:
+            if self.output_key not in outputs:
+                raise ConfigError(
+                    f"output_key {self.output_key!r} is missing from the outputs (keys: {sorted(outputs)}): "
+                    "set output_key to the key that holds the model's reply"
+                )
             return str(outputs[self.output_key])
         if len(outputs) == 1:
             return str(next(iter(outputs.values())))
         for key in ("response", "output", "text", "answer"):
             if key in outputs:
                 return str(outputs[key])
-        raise ValueError(f"several outputs {sorted(outputs)}: set output_key")
+        raise ConfigError(
+            f"one output key expected, got {sorted(outputs)} (none of them response, output, text or "
+            "answer): set output_key to the key that holds the model's reply"
+        )
 
     def _render(self, messages: list[Any]) -> dict[str, Any]:
         if self.return_messages:
@@ -77,12 +104,17 @@ class TieredConversationMemory(BaseMemory):
         }
 
     def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
-        """The budgeted context (summary + recall for the new input + window)."""
-        context = self.memory.context(self._input(inputs), self.budget)
+        """The budgeted context: summary, recall keyed on the input in ``inputs``, window.
+
+        With no input at all (``{}``) recall is keyed on the last stored user message.
+        Recall reaches the user's other sessions as the memory's ``config.recall_scope`` says.
+        """
+        context = self.memory.context(self._input(inputs, required=False), self.budget)
         return self._render(messages_to_langchain(context.messages))
 
     async def aload_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
-        context = await self.memory.acontext(self._input(inputs), self.budget)
+        """Async :meth:`load_memory_variables`."""
+        context = await self.memory.acontext(self._input(inputs, required=False), self.budget)
         return self._render(messages_to_langchain(context.messages))
 
     def save_context(self, inputs: dict[str, Any], outputs: dict[str, str]) -> None:
@@ -103,9 +135,8 @@ class TieredConversationMemory(BaseMemory):
         )
 
     def _input_or_fail(self, inputs: dict[str, Any]) -> str:
-        text = self._input(inputs)
-        if text is None:
-            raise ValueError(f"several inputs {sorted(inputs)}: set input_key")
+        text = self._input(inputs, required=True)
+        assert text is not None  # required=True raises instead
         return text
 
     def clear(self) -> None:

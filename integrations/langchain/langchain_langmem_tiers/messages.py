@@ -13,6 +13,7 @@ memory message of a context, tagged ``{"langmem_tiers": "memory"}``) surfaces as
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -33,6 +34,7 @@ from langmem_tiers.messages import ROLES, make_message
 LC_KEY = "langchain"
 EXTRA_KEY = "langmem_tiers_metadata"
 MEMORY_TAG = "memory"
+MAX_KEY_CHARS = 256  # the core's limit on an idempotency key
 
 _CHUNK_TYPES = {
     "AIMessageChunk": "ai",
@@ -61,8 +63,24 @@ def _jsonable(value: Any) -> Any:
         return json.loads(json.dumps(value, default=str))
 
 
+def idempotency_key(message_id: str | None) -> str | None:
+    """The journal's idempotency key for a LangChain message id (``None`` without one).
+
+    The id itself; an id longer than the core allows is replaced by its SHA-256 digest,
+    so every id, however long, still keys its message exactly once.
+    """
+    if not message_id:
+        return None
+    if len(message_id) <= MAX_KEY_CHARS:
+        return message_id
+    return "sha256:" + hashlib.sha256(message_id.encode("utf-8", "surrogatepass")).hexdigest()
+
+
 def from_langchain(message: BaseMessage) -> Message:
     """Convert a LangChain message to a (validated, unsaved) langmem-tiers message.
+
+    The message's LangChain id becomes the journal's idempotency key: adding a message
+    whose id the session already holds (a retry, a replayed agent state) stores nothing.
 
     Raises:
         InvalidMessageError: the message cannot be journaled (a legacy ``FunctionMessage``,
@@ -115,10 +133,6 @@ def from_langchain(message: BaseMessage) -> Message:
             lc["invalid_tool_calls"] = _jsonable([dict(c) for c in message.invalid_tool_calls])
         if message.usage_metadata:
             lc["usage_metadata"] = _jsonable(dict(message.usage_metadata))
-        if not tool_calls and not content:
-            # The journal refuses an empty assistant message; keep it as one empty text part.
-            lc["empty"] = True
-            content = [{"type": "text", "text": ""}]
     elif isinstance(message, ToolMessage):
         tool_call_id = message.tool_call_id
         if message.artifact is not None:
@@ -130,7 +144,8 @@ def from_langchain(message: BaseMessage) -> Message:
     metadata: dict[str, Any] = dict(extra) if isinstance(extra, Mapping) else {}
     metadata[LC_KEY] = lc
     return make_message(
-        role, content, name=message.name, tool_calls=tool_calls, tool_call_id=tool_call_id, metadata=metadata
+        role, content, name=message.name, tool_calls=tool_calls, tool_call_id=tool_call_id, metadata=metadata,
+        key=idempotency_key(message.id),
     )
 
 
@@ -153,6 +168,7 @@ def to_langchain(message: Message) -> BaseMessage:
     )
     content: Any
     if lc.get("empty"):
+        # Rows written before the journal accepted empty assistant messages hold one empty text part.
         content = ""
     elif isinstance(message.content, str):
         content = message.content

@@ -2,35 +2,57 @@
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from langchain.agents.middleware.types import AgentMiddleware, AgentState, ModelRequest, ModelResponse
 from langchain_core.messages import AnyMessage, HumanMessage, RemoveMessage, SystemMessage
 from langgraph.runtime import Runtime
-from langmem_tiers import Context, MemoryConfig, Message, TieredMemory
+from langmem_tiers import Context, InvalidNamespaceError, MemoryConfig, Message, TieredMemory
 
-from langchain_langmem_tiers.messages import LC_KEY, from_langchain, is_memory_message, to_langchain
+from langchain_langmem_tiers.messages import from_langchain, is_memory_message, to_langchain
+from langchain_langmem_tiers.sessions import DEFAULT_MAX_SESSIONS, SessionPool, as_id
 
 DEFAULT_THREAD_ID = "default"
 
 
-class TieredMemoryMiddleware(AgentMiddleware):
-    """Durable, token-budgeted memory for ``create_agent``, one session per ``thread_id``.
+@dataclass
+class _Thread:
+    """One session's state in this process: its memory and the message ids already journaled."""
 
+    memory: TieredMemory
+    # Only spares re-sending a checkpointed state on every hook: the journal itself refuses a
+    # second copy of a message id (the id is its idempotency key), also across processes.
+    journaled: set[str] = field(default_factory=set)
+
+
+class TieredMemoryMiddleware(AgentMiddleware):
+    """Durable, token-budgeted memory for ``create_agent``, one session per user and ``thread_id``.
+
+    * Identity: the session is ``(user, thread_id)``. The user comes from the run:
+      LangGraph Server's authenticated user (``runtime.server_info.user.identity``),
+      ``config["configurable"]["user_id"]`` or a ``user_id`` in the runtime context
+      (``create_agent(context_schema=...)``); all that are given must agree (else
+      :class:`langmem_tiers.InvalidNamespaceError`); without any, the middleware's own
+      ``user_id``; without that, the session has no user and is its own private scope.
+      Two users with the same ``thread_id`` never share a session. Ids are compared as
+      text: ``thread_id`` 7 and ``"7"`` are one session.
     * Journaling: every message that enters the agent state (user input, model
       replies, tool results) is appended once to the session's journal, keyed by its
       LangChain message id, in ``before_model`` / ``after_model`` / ``after_agent``.
     * Model input: in ``wrap_model_call`` the request's messages are replaced by the
       budgeted context (window of recent whole turns; tool calls travel with their
-      results); pinned facts, the rolling summary and turns recalled for the latest user
-      message are appended to the system message. The agent state is never rewritten,
-      so a checkpointer still holds the whole thread and the journal holds everything.
+      results); pinned facts, the rolling summary and memories recalled for the latest
+      user message (from the user's sessions, as ``config.recall_scope`` says) are
+      appended to the system message. The agent state is never rewritten, so a
+      checkpointer still holds the whole thread and the journal holds everything.
     * Without a checkpointer, pass only the new messages each call: the journal
       supplies the earlier turns. Without a ``thread_id`` the session is
       ``default_thread_id``.
+    * At most ``max_sessions`` sessions stay open in this process (least recently used
+      first out; one reopens on its next request with nothing lost).
 
     The system prompt and tool schemas are outside the memory budget: size
     ``config.context_tokens`` to what is left of the model's window.
@@ -41,8 +63,9 @@ class TieredMemoryMiddleware(AgentMiddleware):
         >>> from langchain_core.language_models.fake_chat_models import FakeListChatModel
         >>> middleware = TieredMemoryMiddleware(tempfile.mkdtemp(), embedder=False)
         >>> agent = create_agent(FakeListChatModel(responses=["Hi Ada!"]), middleware=[middleware])
-        >>> out = agent.invoke({"messages": [("user", "I am Ada")]}, {"configurable": {"thread_id": "t1"}})
-        >>> [m.role for m in middleware.memory_for("t1").messages()]
+        >>> cfg = {"configurable": {"thread_id": "t1", "user_id": "ada"}}
+        >>> out = agent.invoke({"messages": [("user", "I am Ada")]}, cfg)
+        >>> [m.role for m in middleware.memory_for("t1", user_id="ada").messages()]
         ['user', 'assistant']
         >>> middleware.close()
     """
@@ -56,118 +79,122 @@ class TieredMemoryMiddleware(AgentMiddleware):
         agent_id: str | None = None,
         default_thread_id: str = DEFAULT_THREAD_ID,
         budget: int | None = None,
+        max_sessions: int = DEFAULT_MAX_SESSIONS,
         **memory_kwargs: Any,
     ) -> None:
-        """Set up memory under ``path``; sessions open lazily, one per ``thread_id``.
+        """Set up memory under ``path``; sessions open lazily, one per user and ``thread_id``.
 
         Args:
             path: folder for the SQLite journal and embedded Chroma (or a PostgreSQL URL).
-            config: budgets (:class:`langmem_tiers.MemoryConfig`).
-            user_id / agent_id: the namespace around every session (recall never crosses it).
+            config: budgets and ``recall_scope`` (:class:`langmem_tiers.MemoryConfig`).
+            user_id: the user of runs that name none (see the class docstring).
+            agent_id: the agent around every session (``recall_scope="agent"`` stays within it).
             default_thread_id: session used when the run has no ``thread_id``.
             budget: token budget of the model input; default ``config.context_tokens``.
+            max_sessions: sessions kept open in this process (LRU), default 1024.
             **memory_kwargs: passed to :meth:`langmem_tiers.TieredMemory.open` (``summarizer``,
                 ``embedder``, ``chroma``, ``counter``).
         """
         super().__init__()
         self.path = path
         self.config = config
-        self.user_id = user_id
         self.agent_id = agent_id
-        self.default_thread_id = default_thread_id
+        self.default_thread_id = as_id(default_thread_id, "default_thread_id")
         self.budget = budget
         self.memory_kwargs = memory_kwargs
-        self._memories: dict[str, TieredMemory] = {}
-        self._root: TieredMemory | None = None
-        self._journaled: dict[str, set[str]] = {}
-        self._lock = threading.RLock()
+        self._sessions: SessionPool[_Thread] = SessionPool(
+            path, _Thread, lambda thread: thread.memory, user_id=user_id, agent_id=agent_id,
+            config=config, max_sessions=max_sessions, memory_kwargs=memory_kwargs,
+        )
         self.last_context: Context | None = None
+
+    @property
+    def user_id(self) -> str | None:
+        """The user of runs that name none."""
+        return self._sessions.user_id
+
+    @property
+    def max_sessions(self) -> int:
+        """How many sessions stay open in this process."""
+        return self._sessions.max_sessions
 
     # --- sessions -------------------------------------------------------------
 
-    def memory_for(self, thread_id: str) -> TieredMemory:
-        """The (lazily opened) memory of one thread."""
-        with self._lock:
-            memory = self._memories.get(thread_id)
-            if memory is None:
-                # The first thread opens the journal and Chroma; the others share them.
-                if self._root is None:
-                    memory = self._root = TieredMemory.open(
-                        self.path,
-                        session_id=thread_id,
-                        user_id=self.user_id,
-                        agent_id=self.agent_id,
-                        config=self.config,
-                        **self.memory_kwargs,
-                    )
-                else:
-                    memory = self._root.for_session(thread_id)
-                # Ids already journaled (by an earlier process) are not journaled again.
-                self._journaled[thread_id] = {
-                    lc["id"]
-                    for m in memory.iter_messages()
-                    if isinstance(lc := m.metadata.get(LC_KEY), dict) and lc.get("id")
-                }
-                self._memories[thread_id] = memory
-            return memory
+    def memory_for(self, thread_id: Any, user_id: Any = None) -> TieredMemory:
+        """The (lazily opened) memory of one thread of one user (default: the middleware's user)."""
+        return self._sessions.get(thread_id, user_id).memory
+
+    def open_sessions(self) -> int:
+        """How many sessions are open in this process now (at most ``max_sessions``)."""
+        return len(self._sessions)
 
     def thread_id(self, runtime: Runtime[Any] | None) -> str:
         """The run's ``thread_id``, from the runtime or the run config; else ``default_thread_id``."""
         info = getattr(runtime, "execution_info", None)
         thread = getattr(info, "thread_id", None)
-        if thread:
-            return str(thread)
-        try:
-            from langgraph.config import get_config
+        if thread is None:
+            thread = _configurable().get("thread_id")
+        return self.default_thread_id if thread is None or thread == "" else as_id(thread, "thread_id")
 
-            thread = (get_config().get("configurable") or {}).get("thread_id")
-        except RuntimeError:  # called outside a runnable context
-            thread = None
-        return str(thread) if thread else self.default_thread_id
+    def user_id_of(self, runtime: Runtime[Any] | None) -> str | None:
+        """The run's user: authenticated, configured or in the runtime context; else the middleware's.
+
+        Raises:
+            InvalidNamespaceError: two sources name different users.
+        """
+        server_user = getattr(getattr(runtime, "server_info", None), "user", None)
+        context = getattr(runtime, "context", None)
+        given = {
+            "the authenticated user (server_info.user.identity)": getattr(server_user, "identity", None),
+            'config["configurable"]["user_id"]': _configurable().get("user_id"),
+            "the runtime context's user_id": (
+                context.get("user_id") if isinstance(context, Mapping) else getattr(context, "user_id", None)
+            ),
+        }
+        named = {where: as_id(v, "user_id") for where, v in given.items() if v is not None and v != ""}
+        if len(set(named.values())) > 1:
+            raise InvalidNamespaceError(
+                "the run names two different users: "
+                + ", ".join(f"{where} is {user!r}" for where, user in named.items())
+                + ": pass one user id, the same in every place"
+            )
+        return next(iter(named.values()), None) or self.user_id
+
+    def _thread(self, runtime: Runtime[Any] | None) -> _Thread:
+        return self._sessions.get(self.thread_id(runtime), self.user_id_of(runtime))
 
     def close(self) -> None:
         """Close every opened session."""
-        with self._lock:
-            for memory in self._memories.values():
-                if memory is not self._root:
-                    memory.close()
-            if self._root is not None:
-                self._root.close()
-                self._root = None
-            self._memories.clear()
-            self._journaled.clear()
+        self._sessions.close()
 
     # --- journaling -----------------------------------------------------------
 
-    def _unjournaled(
-        self, thread: str, messages: Iterable[AnyMessage]
-    ) -> tuple[TieredMemory, list[Message], list[str]]:
-        memory = self.memory_for(thread)
-        seen = self._journaled[thread]
+    @staticmethod
+    def _unjournaled(thread: _Thread, messages: Iterable[AnyMessage]) -> tuple[list[Message], list[str]]:
         new, ids = [], []
         for m in messages:
-            if isinstance(m, RemoveMessage) or is_memory_message(m) or (m.id and m.id in seen):
+            if isinstance(m, RemoveMessage) or is_memory_message(m) or (m.id and m.id in thread.journaled):
                 continue
             new.append(from_langchain(m))
             if m.id:
                 ids.append(m.id)
-        return memory, new, ids
+        return new, ids
 
-    def _journal(self, state: AgentState[Any], runtime: Runtime[Any] | None) -> None:
-        thread = self.thread_id(runtime)
-        with self._lock:
-            memory, new, ids = self._unjournaled(thread, state.get("messages", ()))
-            if new:
-                memory.add_messages(new)
-                self._journaled[thread].update(ids)
-
-    async def _ajournal(self, state: AgentState[Any], runtime: Runtime[Any] | None) -> None:
-        thread = self.thread_id(runtime)
-        # The lock only guards the id sets; a thread runs its nodes one after another.
-        memory, new, ids = self._unjournaled(thread, state.get("messages", ()))
+    def _journal(self, state: AgentState[Any], runtime: Runtime[Any] | None) -> _Thread:
+        thread = self._thread(runtime)
+        new, ids = self._unjournaled(thread, state.get("messages", ()))
         if new:
-            await memory.aadd_messages(new)
-            self._journaled[thread].update(ids)
+            thread.memory.add_messages(new)
+            thread.journaled.update(ids)
+        return thread
+
+    async def _ajournal(self, state: AgentState[Any], runtime: Runtime[Any] | None) -> _Thread:
+        thread = self._thread(runtime)
+        new, ids = self._unjournaled(thread, state.get("messages", ()))
+        if new:
+            await thread.memory.aadd_messages(new)
+            thread.journaled.update(ids)
+        return thread
 
     def before_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Journal the user input and tool results that arrived since the last model call."""
@@ -211,12 +238,13 @@ class TieredMemoryMiddleware(AgentMiddleware):
             # Prefer the state's own object (identical content, keeps provider extras untouched).
             messages.append(by_id.get(lc.id, lc) if lc.id else lc)  # type: ignore[arg-type]
         seen = {m.id for m in messages}
-        journaled = self._journaled.get(self.thread_id(request.runtime), set())
-        # Messages another middleware put into the request (never journaled) stay, at the end.
+        in_state = {m.id for m in request.state.get("messages", ()) if m.id}
+        # Messages another middleware put into the request (not in the state, so never journaled)
+        # stay, at the end; state messages the context left out are left out.
         messages += [
             m
             for m in request.messages
-            if m.id not in seen and (not m.id or m.id not in journaled) and not isinstance(m, SystemMessage)
+            if m.id not in seen and (not m.id or m.id not in in_state) and not isinstance(m, SystemMessage)
         ]
         system = request.system_message
         if memory_text:
@@ -235,10 +263,8 @@ class TieredMemoryMiddleware(AgentMiddleware):
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
     ) -> ModelResponse[Any]:
         """Send the budgeted context instead of the raw state messages."""
-        thread = self.thread_id(request.runtime)
-        memory = self.memory_for(thread)
-        self._journal(request.state, request.runtime)
-        context = memory.context(self._query(request), self.budget)
+        thread = self._journal(request.state, request.runtime)
+        context = thread.memory.context(self._query(request), self.budget)
         return handler(self._request(request, context))
 
     async def awrap_model_call(
@@ -246,8 +272,16 @@ class TieredMemoryMiddleware(AgentMiddleware):
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelResponse[Any]:
-        thread = self.thread_id(request.runtime)
-        memory = self.memory_for(thread)
-        await self._ajournal(request.state, request.runtime)
-        context = await memory.acontext(self._query(request), self.budget)
+        thread = await self._ajournal(request.state, request.runtime)
+        context = await thread.memory.acontext(self._query(request), self.budget)
         return await handler(self._request(request, context))
+
+
+def _configurable() -> Mapping[str, Any]:
+    """``config["configurable"]`` of the run being executed (empty outside a run)."""
+    from langgraph.config import get_config
+
+    try:
+        return get_config().get("configurable") or {}
+    except RuntimeError:  # called outside a runnable context
+        return {}

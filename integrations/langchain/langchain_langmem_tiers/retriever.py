@@ -36,9 +36,11 @@ def hit_to_document(hit: RecallHit) -> Document:
 class TieredMemoryRetriever(BaseRetriever):
     """Hybrid (keyword + vector, recency and importance weighted) recall over a memory.
 
-    Searches evicted turns and explicit memories (facts, preferences, ...) of the
-    memory's namespace at ``scope``: ``"session"``, ``"agent"`` (every session of
-    this user with this agent) or ``"user"``.
+    Searches recall records (turns and explicit memories: facts, preferences, ...) of
+    the memory's namespace at ``scope``: ``"session"``, ``"agent"`` (every session of
+    this user with this agent) or ``"user"`` (every session of this user). Without
+    ``scope`` the memory's ``config.recall_scope`` applies, the same reach as
+    ``context()``; a memory without a user searches only its own session.
 
     Example:
         >>> import tempfile
@@ -57,8 +59,8 @@ class TieredMemoryRetriever(BaseRetriever):
     """The memory to search."""
     k: int = Field(default=4, ge=0)
     """Number of documents to return (override per call: ``invoke(query, k=2)``)."""
-    scope: Literal["session", "agent", "user"] = "session"
-    """How far beyond this session to search."""
+    scope: Literal["session", "agent", "user"] | None = None
+    """How far beyond this session to search; ``None``: the memory's ``config.recall_scope``."""
     kinds: list[str] | None = None
     """Only these record kinds (``"turn"``, ``"fact"``, ...); ``None`` for all."""
 
@@ -68,10 +70,14 @@ class TieredMemoryRetriever(BaseRetriever):
         hits = self.memory.search(
             query,
             kwargs.get("k", self.k),
-            scope=kwargs.get("scope", self.scope),
+            scope=self._scope(kwargs),
             kinds=kwargs.get("kinds", self.kinds),
         )
         return [hit_to_document(h) for h in hits]
+
+    def _scope(self, kwargs: dict[str, Any]) -> str:
+        scope = kwargs.get("scope", self.scope)
+        return self.memory.config.recall_scope if scope is None else str(scope)
 
     async def _aget_relevant_documents(
         self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, **kwargs: Any
@@ -79,7 +85,7 @@ class TieredMemoryRetriever(BaseRetriever):
         hits = await self.memory.asearch(
             query,
             kwargs.get("k", self.k),
-            scope=kwargs.get("scope", self.scope),
+            scope=self._scope(kwargs),
             kinds=kwargs.get("kinds", self.kinds),
         )
         return [hit_to_document(h) for h in hits]

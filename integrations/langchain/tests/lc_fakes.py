@@ -2,19 +2,30 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
+import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langmem_tiers import MemoryConfig
-from pydantic import Field
+from pydantic import ConfigDict, Field, PrivateAttr
 
 # Small budgets so a ~15-turn conversation evicts and summarizes.
 SMALL = MemoryConfig(context_tokens=700, window_tokens=220, summary_tokens=90, recall_tokens=250, recall_k=4)
+
+RECALL_HEADER = "Recalled from earlier conversation"
 
 WEATHER = re.compile(r"weather in (\w+)", re.IGNORECASE)
 
@@ -110,3 +121,73 @@ def conversation(n: int = 14) -> list[str]:
         f"step {i} of the plan is done."
         for i in range(n)
     ]
+
+
+class MeetingChatModel(ScriptedChatModel):
+    """A ScriptedChatModel that answers only when ``parties`` calls are inside it at once.
+
+    Proves that requests overlap: each call waits (sync on threads, async on the loop) until
+    the other calls have arrived, so every request has read its history before any answers.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    parties: int = 2
+    _barrier: threading.Barrier | None = PrivateAttr(default=None)
+    _arrived: int = PrivateAttr(default=0)
+    _all_in: asyncio.Event | None = PrivateAttr(default=None)
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        if self._barrier is None:
+            self._barrier = threading.Barrier(self.parties, timeout=60)
+        self._barrier.wait()
+        return super()._generate(messages, stop, run_manager, **kwargs)
+
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        if self._all_in is None:
+            self._all_in = asyncio.Event()
+        self._arrived += 1
+        if self._arrived == self.parties:
+            self._all_in.set()
+        await asyncio.wait_for(self._all_in.wait(), timeout=60)
+        return ChatResult(generations=[ChatGeneration(message=self._reply(messages))])
+
+
+def recalled(messages: Sequence[BaseMessage]) -> str:
+    """The recall section of the memory message in a model input ("" when nothing was recalled)."""
+    for m in messages:
+        if isinstance(m, SystemMessage) and RECALL_HEADER in m.text:
+            return m.text.split(RECALL_HEADER, 1)[1]
+    return ""
+
+
+def model_text(messages: Sequence[BaseMessage]) -> str:
+    """Everything a model input holds, as one text (to assert what never reached the model)."""
+    return "\n".join(m.text for m in messages)
+
+
+def small_talk(n: int) -> list[str]:
+    """Varied small talk without pets, names or codes."""
+    lines = [
+        "The weather was mild today and the bus came on time.",
+        "I finally finished the book I started last month.",
+        "We had pasta for dinner, nothing special.",
+        "The neighbours are repainting their fence again.",
+        "I went for a short walk in the park after lunch.",
+        "Work was quiet, mostly emails and a long meeting.",
+        "I tried a new coffee place, it was fine.",
+        "The train was a little crowded this morning.",
+    ]
+    return [f"{lines[i % len(lines)]} (small talk {i})" for i in range(n)]

@@ -11,7 +11,7 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 from langchain_core.runnables.history import RunnableWithMessageHistory
-from langmem_tiers import MemoryConfig, TieredMemory
+from langmem_tiers import InvalidMessageError, InvalidNamespaceError, MemoryConfig, TieredMemory
 from lc_fakes import SMALL, ScriptedChatModel, conversation
 
 from langchain_langmem_tiers import TieredChatMessageHistory
@@ -198,3 +198,124 @@ def test_recall_reaches_the_model_through_context_messages(tmp_path, model) -> N
         memory_text = model.inputs[-1][0].text
         assert "Recalled from earlier conversation" in memory_text
         assert "4812-alpha" in memory_text.split("Recalled from earlier conversation")[1]
+
+
+# --- freshness: another object or process writes the same session -----------------------------
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_a_write_or_clear_elsewhere_shows_on_the_next_read(tmp_path, mode: str) -> None:
+    with (
+        TieredChatMessageHistory.open(tmp_path, session_id="s", config=BIG, embedder=False) as h1,
+        TieredChatMessageHistory.open(tmp_path, session_id="s", config=BIG, embedder=False) as h2,
+    ):
+        one, two = Ops(h1, mode), Ops(h2, mode)
+        await _maybe(one.add(TURN[:1]))
+        assert await _maybe(one.get()) == TURN[:1]  # h1 has a cached view now
+        await _maybe(two.add(TURN[1:]))
+        assert await _maybe(one.get()) == TURN
+        await _maybe(two.clear())
+        assert await _maybe(one.get()) == []
+
+
+def test_the_context_is_rebuilt_only_when_the_session_changed(tmp_path) -> None:
+    with TieredChatMessageHistory.open(tmp_path, session_id="s", config=BIG, embedder=False) as h:
+        h.add_messages(TURN)
+        built = []
+        context = h.memory.context
+
+        def counting_context(*args: Any, **kwargs: Any) -> Any:
+            built.append(args)
+            return context(*args, **kwargs)
+
+        h.memory.context = counting_context  # type: ignore[method-assign]
+        for _ in range(3):
+            assert h.messages == TURN
+        assert len(built) == 1
+        other = h.memory.for_session("s")  # another handle on the same session writes
+        other.add_messages([{"role": "user", "content": "and tomorrow?"}])
+        assert h.messages[-1].content == "and tomorrow?"
+        assert h.messages[-1].content == "and tomorrow?"
+        assert len(built) == 2
+
+
+def test_a_request_view_holds_its_context_until_it_writes(tmp_path) -> None:
+    with TieredChatMessageHistory.open(tmp_path, session_id="s", config=BIG, embedder=False) as shared:
+        shared.add_messages(TURN)
+        view = shared.request_view()
+        assert view.memory is shared.memory
+        held = view.load_context("weather in Paris")
+        shared.add_messages([HumanMessage("another request's question", id="x1")])
+        assert view.messages == held  # RWMH's second read in this request sees what the first saw
+        assert shared.messages[-1].content == "another request's question"  # the shared one is fresh
+        view.add_messages([HumanMessage("this request's question", id="x2")])
+        assert [m.id for m in view.messages[-2:]] == ["x1", "x2"]
+        view.close()  # closes nothing: the view does not own the memory
+        assert len(shared.messages) == 6
+
+
+# --- history.messages = [...] ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("view", ["context", "full"])
+def test_assigning_messages_replaces_the_session(tmp_path, view: str) -> None:
+    with TieredChatMessageHistory.open(tmp_path, session_id="s", config=BIG, view=view, embedder=False) as h:
+        h.add_messages([HumanMessage("old", id="o1"), AIMessage("old reply", id="o2")])
+        h.messages = TURN
+        assert h.messages == TURN
+        assert [m.key for m in h.memory.messages()] == [m.id for m in TURN]
+        h.messages = []
+        assert h.messages == []
+        assert h.memory.messages() == []
+
+
+def test_assigning_a_bad_batch_keeps_the_previous_messages(tmp_path) -> None:
+    with TieredChatMessageHistory.open(tmp_path, session_id="s", config=BIG, embedder=False) as h:
+        h.add_messages(TURN)
+        with pytest.raises(ValueError, match="unknown call"):
+            h.messages = [HumanMessage("new"), ToolMessage("orphan", tool_call_id="nope")]
+        assert h.messages == TURN
+        with pytest.raises(InvalidMessageError, match="expected a LangChain BaseMessage"):
+            h.messages = ["not a message"]  # type: ignore[list-item]
+        assert h.messages == TURN
+
+
+# --- idempotent adds and users --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_adding_a_message_id_again_stores_nothing(tmp_path, mode: str) -> None:
+    with TieredChatMessageHistory.open(tmp_path, session_id="s", config=BIG, embedder=False) as h:
+        ops = Ops(h, mode)
+        await _maybe(ops.add(TURN))
+        await _maybe(ops.add(TURN))  # a retry of the same batch
+        await _maybe(ops.add([TURN[0], HumanMessage("new", id="n1")]))
+        assert [m.key for m in h.memory.messages()] == [m.id for m in TURN] + ["n1"]
+
+
+def test_the_factory_keys_sessions_by_user_and_compares_ids_as_text(tmp_path) -> None:
+    factory = TieredChatMessageHistory.factory(tmp_path, user_id="ada", embedder=False)
+    factory("7").add_messages([HumanMessage("Ada's message")])
+    factory("7", user_id="bob").add_messages([HumanMessage("Bob's message")])
+    assert [m.content for m in factory(7).messages] == ["Ada's message"]  # 7 and "7": one session
+    assert factory(7) is factory("7", user_id="ada")
+    assert [m.content for m in factory("7", user_id="bob").messages] == ["Bob's message"]
+    assert factory("7", user_id="bob").memory.namespace.user_id == "bob"
+    with pytest.raises(InvalidNamespaceError, match="session_id must be a string"):
+        factory(7.5)  # type: ignore[arg-type]
+    factory.close()
+
+
+def test_the_factory_keeps_at_most_max_sessions_open(tmp_path) -> None:
+    factory = TieredChatMessageHistory.factory(tmp_path, embedder=False, max_sessions=2)
+    first = factory("a")
+    first.add_messages([HumanMessage("in a")])
+    factory("b")
+    factory("c")  # "a" is the least recently used: pushed out
+    again = factory("a")
+    assert again is not first
+    assert [m.content for m in again.messages] == ["in a"]  # nothing lost: the journal has it
+    assert first.messages == again.messages  # the old handle keeps working for a request using it
+    factory.close()
+    with pytest.raises(ValueError, match="max_sessions"):
+        TieredChatMessageHistory.factory(tmp_path, embedder=False, max_sessions=0)

@@ -31,7 +31,7 @@ from langmem_tiers.eval.ours import (
     ours_available,
     ours_config,
 )
-from langmem_tiers.eval.ranking import BM25Retriever, DenseRetriever, HybridRetriever
+from langmem_tiers.eval.ranking import BM25Retriever, DenseRetriever, HybridRetriever, UnitKind
 
 __all__ = [
     "OURS_CONTEXT_TOKENS",
@@ -136,7 +136,7 @@ def get_retriever(name: str, embedder: Callable[[], Embedder] = make_embedder, *
         raise ConfigError(f"layout {layout!r} is unknown: choose sessions or single")
     kind = UNIT_KINDS[name]
     if name in ("bm25", "bm25-turns"):
-        unit = "turn" if name == "bm25-turns" else "message"
+        unit: UnitKind = "turn" if name == "bm25-turns" else "message"
         return RetrieverSpec(name, UNITS[name], lambda: BM25Retriever(unit), lambda: None, unit_kind=kind)
     shared: list[Embedder] = []
 
@@ -152,7 +152,7 @@ def get_retriever(name: str, embedder: Callable[[], Embedder] = make_embedder, *
     factory: Callable[[], Retriever]
     ours_cfg: MemoryConfig | None = None
     if name in ("dense", "dense-turns"):
-        dense_unit = "turn" if name == "dense-turns" else "message"
+        dense_unit: UnitKind = "turn" if name == "dense-turns" else "message"
         factory = lambda: DenseRetriever(emb(), dense_unit)  # noqa: E731
     elif name == "hybrid-turns":
         factory = lambda: HybridRetriever(emb(), "turn")  # noqa: E731

@@ -174,8 +174,13 @@ CHIT_CHAT_WORDS = {
     "food": ("pizza", "noodles", "pancakes", "curry", "soup", "tacos", "dumplings", "ice cream"),
     "topic": ("space travel", "gardening", "old films", "board games", "jazz", "modern art", "running", "baking"),
 }
-STATUS_USER = ("Still working on it.", "Any update on the build?", "Checking the logs now.", "Build is still running.",
-               "Nothing new yet.", "Still waiting on the build.")
+# A few dozen distinct status lines, each coming back again and again: too many to all fit the
+# summary, so the cap puts them in competition with the facts.
+STATUS_SUBJECTS = ("The build", "The deploy", "The test suite", "The migration", "The backup", "The nightly job")
+STATUS_STATES = ("is still running.", "is still queued.", "is almost done.", "has not moved yet.", "is stuck again.",
+                 "looks fine so far.")
+STATUS_USER = ("Still working on it.", "Any update?", "Checking the logs now.", "Nothing new yet.",
+               "Still waiting.", "Let me look again in a minute.")
 STATUS_ASSISTANT = ("Okay, let me know when it finishes.", "No update yet.", "Still running on my side too.",
                     "Okay.")
 NUMBERS_USER = (
@@ -205,7 +210,9 @@ def filler_turn(kind: str, rng: random.Random) -> tuple[str, str]:
     if kind == "chit-chat":
         return _fill(rng.choice(CHIT_CHAT_USER), rng), _fill(rng.choice(CHIT_CHAT_ASSISTANT), rng)
     if kind == "status":
-        return rng.choice(STATUS_USER), rng.choice(STATUS_ASSISTANT)
+        user = rng.choice(STATUS_USER) if rng.random() < 0.3 else \
+            f"{rng.choice(STATUS_SUBJECTS)} {rng.choice(STATUS_STATES)}"
+        return user, rng.choice(STATUS_ASSISTANT)
     if kind == "numbers":
         return _fill(rng.choice(NUMBERS_USER), rng), _fill(rng.choice(NUMBERS_ASSISTANT), rng)
     raise ValueError(f"unknown filler kind {kind!r}: use one of {', '.join(FILLERS)}")

@@ -129,7 +129,8 @@ def test_benchmark_conversations_are_seeded_varied_and_plant_ten_kinds() -> None
     assert bench.conversation("numbers", 1) != (turns, facts)
     assert len(set(users)) > 200  # the numbers filler is varied, not one sentence repeated
     status = [u for u, _ in bench.conversation("status", 0)[0]]
-    assert len(set(status)) < 20  # status talk is highly repetitive
+    assert len(set(status)) < 60  # status talk is highly repetitive: 42 lines and the 10 facts
+    assert max(status.count(s) for s in set(status)) >= 5
 
 
 def test_a_summary_in_the_previous_format_is_read_and_rewritten() -> None:

@@ -340,8 +340,9 @@ def _fmt(v: float | None, name: str = "") -> str:
 
 
 def _short(name: str) -> str:
-    return (name.replace("context_", "ctx_").replace("session_recall", "sess").replace("message_recall", "msg")
-            .replace("context_tokens", "tokens"))
+    """Column names that fit 80 columns: ``context_session_recall_any`` -> ``sess_any``."""
+    name = name.removeprefix("context_")
+    return name.replace("session_recall", "sess").replace("message_recall", "msg")
 
 
 def _print_summary(result: dict[str, Any], console: Any) -> None:

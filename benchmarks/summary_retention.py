@@ -1,6 +1,6 @@
 """Summary retention: do planted facts survive in the offline rolling summary?
 
-    .venv/bin/python benchmarks/summary_retention.py [--seeds 3] [--caps 150 400] [--json PATH]
+    .venv/bin/python benchmarks/summary_retention.py [--seeds 5] [--caps 150 400] [--json PATH]
 
 Each run is one 320-turn conversation (a turn: one user message and the assistant's
 reply) with ten planted facts of different kinds (name, number, date, place, code,
@@ -522,7 +522,7 @@ def targets(table: dict[str, Any], fillers: Sequence[str], caps: Sequence[int]) 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--caps", type=int, nargs="+", default=[150, 400])
     parser.add_argument("--fillers", nargs="+", default=list(FILLERS), choices=FILLERS)
     parser.add_argument("--summarizers", nargs="+", default=list(SUMMARIZERS), choices=list(SUMMARIZERS))

@@ -1,10 +1,36 @@
 """A namespace-safe wrapper over one Chroma collection.
 
-One collection holds every namespace of a deployment; each row carries ``user_id``,
-``agent_id`` and ``session_id`` metadata (strings, ``""`` for none). The store does not
-know the caller's namespace, but it refuses any query or filtered delete without a
-``where`` filter, so no code path can search across tenants by accident. Build the
-filter with :func:`namespace_where`.
+One collection holds every namespace of a deployment. The store does not know the
+caller's namespace, but it refuses any query or filtered delete without a ``where``
+filter, so no code path can search across tenants by accident.
+
+**Store less.** Chroma needs ids, vectors and the few metadata fields that recall
+filters on; the text stays in the journal. :meth:`ChromaStore.upsert` takes
+``documents=None`` (nothing is written to Chroma's document or full-text tables),
+and callers should keep user and session ids out of the metadata (the engine stores
+an integer namespace id, never reused, and filters with ``{"ns": {"$in": [...]}}``).
+:func:`namespace_where` builds the older string-id filter for callers that still
+keep ``user_id`` / ``agent_id`` / ``session_id`` metadata.
+
+**One process per embedded folder.** Two processes writing one ``PersistentClient``
+folder corrupt its vector index. An embedded store takes an exclusive ``flock`` on
+``langmem-tiers.lock`` in the folder for as long as any store of this process uses
+it (released by :meth:`ChromaStore.close`, or by the kernel when the process dies);
+another process gets :class:`~langmem_tiers.errors.VectorStoreLockedError`, which
+points to ``chroma run --path FOLDER``. Stores of one process share the folder
+(chromadb shares one engine per path in a process).
+
+**Physical erasure.** A delete only marks rows gone: the embedded engine keeps the
+erased rows in its write-ahead log table (``embeddings_queue``, purged only after the
+HNSW index next persists, every ``sync_threshold`` = 1000 writes by default), in
+free SQLite pages, in full-text (FTS5) segments, and as vectors in the HNSW binary
+files, which are never rewritten in place. Worse, chromadb 1.5 writes HNSW files at
+their full capacity and fills the unused slots from uninitialized memory, so any text
+the process held (erased documents, other tenants' messages) can land in
+``data_level0.bin``. :meth:`ChromaStore.compact` rebuilds the collection, vacuums the
+folder and zeroes those slots, so deleted rows are physically gone; :meth:`close`
+zeroes the slots again. :func:`folder_residue` counts raw byte occurrences of given
+strings in the folder's files, for an erasure report.
 
 Chroma is always given precomputed embeddings (``embedding_function=None``): its
 default embedder downloads a model. chromadb is imported on first use.
@@ -12,14 +38,29 @@ default embedder downloads a model. chromadb is imported on first use.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import logging
-from collections.abc import Mapping, Sequence
+import os
+import shutil
+import sqlite3
+import struct
+import threading
+import uuid
+import weakref
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from langmem_tiers.errors import ConfigError, InvalidNamespaceError, MissingDependencyError, RecallError
+from langmem_tiers.errors import (
+    ConfigError,
+    InvalidNamespaceError,
+    MissingDependencyError,
+    RecallError,
+    VectorStoreLockedError,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -126,19 +167,168 @@ class StoredVector:
     embedding: list[float] | None = None
 
 
+LOCK_FILE = "langmem-tiers.lock"
+SQLITE_FILE = "chroma.sqlite3"
+# Files of one HNSW segment folder; a folder holding anything else is never removed.
+_HNSW_FILES = frozenset({"header.bin", "data_level0.bin", "length.bin", "link_lists.bin", "index_metadata.pickle"})
+_SCAN_CHUNK = 8 << 20
+
+
+@dataclass(frozen=True)
+class CompactReport:
+    """What :meth:`ChromaStore.compact` did, and what stays on disk.
+
+    Attributes:
+        physical: ``True`` when deleted rows were made physically gone (embedded
+            store); ``False`` for a server, where only its operator can (see ``remains``).
+        rows_kept: live rows copied into the rebuilt collection.
+        segments_removed: orphaned HNSW segment folders deleted (vectors of
+            dropped collections that chromadb leaves on disk).
+        bytes_before / bytes_after: size of the folder's files (0 for a server).
+        remains: plain-language notes on copies this call cannot remove.
+    """
+
+    physical: bool
+    rows_kept: int
+    segments_removed: int = 0
+    bytes_before: int = 0
+    bytes_after: int = 0
+    remains: tuple[str, ...] = ()
+
+
+_EMBEDDED_REMAINS = (
+    "blocks of deleted files (the old HNSW segment files, SQLite's rollback journal) stay on the "
+    "device until the filesystem reuses them; backups and snapshots of the folder keep their copies",
+    "while this process runs, chromadb may write stale process memory (any text the process held) "
+    "into the unused slots of HNSW files again when it loads, creates or grows an index; compact() "
+    "and close() zero those slots, and a Chroma server (which never sees text with documents=None) "
+    "avoids it",
+)
+_SERVER_REMAINS = (
+    "a Chroma server keeps deleted rows in its write-ahead log until its HNSW index next persists "
+    "(every sync_threshold writes), in free SQLite pages, and as vectors in HNSW files; its operator "
+    "makes them physically gone by stopping the server and running `chroma vacuum --path FOLDER --force` "
+    "(log and pages), and by reindexing into a new collection (HNSW vectors)",
+)
+
+
+# -- the folder lock ---------------------------------------------------------------
+
+@dataclass
+class _Lease:
+    """This process's hold on one embedded folder: the locked file and who uses it."""
+
+    folder: Path
+    fd: int
+    pid: int
+    users: int = 0
+    # Serializes writes and compaction of every store of this process on the folder.
+    mutex: threading.RLock = field(default_factory=threading.RLock)
+
+
+_LEASES: dict[Path, _Lease] = {}
+_LEASES_LOCK = threading.Lock()
+
+
+def _acquire(folder: Path) -> _Lease:
+    """Take (or share, within this process) the exclusive lock on ``folder``."""
+    import fcntl
+
+    with _LEASES_LOCK:
+        lease = _LEASES.get(folder)
+        if lease is not None and lease.pid != os.getpid():
+            # Inherited through fork: the lock belongs to the parent, not to this child.
+            del _LEASES[folder]
+            lease = None
+        if lease is None:
+            path = folder / LOCK_FILE
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as e:
+                raise RecallError(f"could not create the Chroma lock file {str(path)!r}: {e}") from e
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as e:
+                holder = _holder(fd)
+                os.close(fd)
+                raise VectorStoreLockedError(
+                    f"the embedded Chroma folder {str(folder)!r} is already open in another process"
+                    f"{holder}: two processes writing one folder corrupt its vector index. To share "
+                    f"vectors between processes, stop them, serve the folder with `chroma run --path "
+                    f"{folder}` and open every memory with chroma=\"http://127.0.0.1:8000\""
+                ) from e
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
+            lease = _Lease(folder, fd, os.getpid())
+            _LEASES[folder] = lease
+        lease.users += 1
+        return lease
+
+
+def _holder(fd: int) -> str:
+    try:
+        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+    except OSError:
+        return ""
+    return f" (pid {text})" if text.isdigit() else ""
+
+
+def _release(lease: _Lease) -> None:
+    with _LEASES_LOCK:
+        lease.users -= 1
+        if lease.users > 0:
+            return
+        if _LEASES.get(lease.folder) is lease:
+            del _LEASES[lease.folder]
+        if lease.pid == os.getpid():
+            try:
+                # The engine may have re-written HNSW files with stale process memory since
+                # the last compact(); scrub while the folder is still ours.
+                _scrub_hnsw_slack(lease.folder)
+            except OSError as e:
+                logger.warning("could not scrub the HNSW files in %s: %s", lease.folder, e)
+            with contextlib.suppress(OSError):
+                os.close(lease.fd)  # closing the last descriptor releases the flock
+
+
+def _finalize(lease: _Lease | None, client: Any, owns_client: bool) -> None:
+    """Release what a store holds; runs on close() or when the store is garbage collected."""
+    if owns_client:
+        with contextlib.suppress(Exception):
+            client.close()
+    if lease is not None:
+        _release(lease)
+
+
+def _persist_directory(client: Any) -> Path | None:
+    """The folder of an embedded (persistent, in-process) chromadb client, else ``None``."""
+    try:
+        settings = client.get_settings()
+    except Exception:
+        return None
+    if not getattr(settings, "is_persistent", False):
+        return None
+    impl = str(getattr(settings, "chroma_api_impl", ""))
+    if impl.endswith(("FastAPI", "AsyncFastAPI")):
+        return None
+    directory = getattr(settings, "persist_directory", None)
+    return Path(directory).resolve() if directory else None
+
+
 class ChromaStore:
     """One Chroma collection with cosine distance, refusing unfiltered searches.
 
     Args:
-        client: a chromadb client (``PersistentClient``, ``HttpClient``, ...).
+        client: a chromadb client (``PersistentClient``, ``HttpClient``, ...). With a
+            persistent client the store locks its folder against other processes
+            (:class:`~langmem_tiers.errors.VectorStoreLockedError`).
         collection: the collection name (3-512 chars of ``[a-zA-Z0-9._-]``).
 
     Example:
         >>> import tempfile
-        >>> store = ChromaStore.persistent(tempfile.mkdtemp(), collection="demo")
-        >>> store.upsert(["m1"], [[1.0, 0.0]], ["likes tea"],
-        ...              [{"user_id": "u", "agent_id": "a", "session_id": "s"}])
-        >>> [h.id for h in store.query([1.0, 0.1], 3, namespace_where("u", "a", None, "user"))]
+        >>> with ChromaStore.persistent(tempfile.mkdtemp(), collection="demo") as store:
+        ...     store.upsert(["m1"], [[1.0, 0.0]], None, [{"ns": 7, "kind": "fact"}])
+        ...     [h.id for h in store.query([1.0, 0.1], 3, {"ns": {"$in": [7]}})]
         ['m1']
     """
 
@@ -147,43 +337,90 @@ class ChromaStore:
             raise ConfigError(f"collection ({collection!r}) must be a non-empty collection name")
         self._client = client
         self.collection_name = collection
+        self.folder = _persist_directory(client)
+        self._lease = _acquire(self.folder) if self.folder is not None else None
+        self._owns_client = False
+        self._closed = False
         try:
-            self._collection = client.get_or_create_collection(
-                collection,
+            with self._writing():
+                self._recover_compaction()
+                self._collection = self._open_collection()
+        except BaseException:
+            if self._lease is not None:
+                _release(self._lease)
+            raise
+        self._finalizer = weakref.finalize(self, _finalize, self._lease, client, False)
+        self._finalizer.atexit = False  # at exit the kernel releases the lock anyway
+        try:
+            self._max_batch = int(client.get_max_batch_size())
+        except Exception:
+            self._max_batch = 5000
+
+    def _open_collection(self) -> Any:
+        try:
+            collection = self._client.get_or_create_collection(
+                self.collection_name,
                 embedding_function=None,
                 # configuration=, not metadata={"hnsw:space": ...}: the latter is the legacy
                 # form in chromadb 1.x and warns.
                 configuration={"hnsw": {"space": "cosine"}},
             )
         except Exception as e:
-            raise RecallError(f"could not open Chroma collection {collection!r}: {e}") from e
-        space = _space_of(self._collection)
+            raise RecallError(f"could not open Chroma collection {self.collection_name!r}: {e}") from e
+        space = _space_of(collection)
         if space is not None and space != "cosine":
             raise ConfigError(
-                f"Chroma collection {collection!r} uses distance {space!r}, but langmem-tiers needs "
+                f"Chroma collection {self.collection_name!r} uses distance {space!r}, but langmem-tiers needs "
                 "'cosine': use another collection name or reindex into a new collection"
             )
-        try:
-            self._max_batch = int(client.get_max_batch_size())
-        except Exception:
-            self._max_batch = 5000
+        return collection
 
     # -- factories -----------------------------------------------------------------
 
     @classmethod
     def from_client(cls, client: Any, *, collection: str = DEFAULT_COLLECTION) -> ChromaStore:
-        """Wrap an existing chromadb client."""
+        """Wrap an existing chromadb client (left open by :meth:`close`)."""
         return cls(client, collection)
 
     @classmethod
     def persistent(cls, path: str | Path, *, collection: str = DEFAULT_COLLECTION) -> ChromaStore:
-        """An embedded Chroma at ``path``. Only one process may write a path at a time."""
-        chromadb = _chromadb()
+        """An embedded Chroma at ``path``, locked against other processes until :meth:`close`.
+
+        Raises:
+            VectorStoreLockedError: another process has the folder open; share it
+                through ``chroma run --path FOLDER`` and ``chroma="http://..."`` instead.
+            ConfigError: ``path`` names a file.
+            RecallError: Chroma could not open the folder.
+        """
+        folder = Path(path).expanduser().resolve()
+        if folder.exists() and not folder.is_dir():
+            raise ConfigError(f"the Chroma path {str(folder)!r} is a file: pass a folder")
         try:
-            client = chromadb.PersistentClient(path=str(path), settings=_settings())
-        except Exception as e:
-            raise RecallError(f"could not open Chroma at {str(path)!r}: {e}") from e
-        return cls(client, collection)
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise RecallError(f"could not create the Chroma folder {str(folder)!r}: {e}") from e
+        chromadb = _chromadb()
+        # Locked before chromadb touches the folder: opening runs migrations (writes).
+        lease = _acquire(folder)
+        try:
+            try:
+                # The resolved path: chromadb shares one engine per path *string* in a process.
+                client = chromadb.PersistentClient(path=str(folder), settings=_settings())
+            except Exception as e:
+                raise RecallError(f"could not open Chroma at {str(folder)!r}: {e}") from e
+            try:
+                store = cls(client, collection)
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    client.close()
+                raise
+        finally:
+            _release(lease)
+        store._owns_client = True
+        store._finalizer.detach()
+        store._finalizer = weakref.finalize(store, _finalize, store._lease, client, True)
+        store._finalizer.atexit = False
+        return store
 
     @classmethod
     def http(
@@ -211,40 +448,68 @@ class ChromaStore:
             raise RecallError(f"could not reach the Chroma server at {host}:{final_port}: {e}") from e
         return cls(client, collection)
 
-    # -- operations ----------------------------------------------------------------
+    # -- lifetime ------------------------------------------------------------------
 
     @property
     def client(self) -> Any:
         return self._client
 
+    @property
+    def embedded(self) -> bool:
+        """Whether this store runs Chroma in this process on a folder (not a server)."""
+        return self.folder is not None
+
+    def close(self) -> None:
+        """Release the folder lock (when no other store of this process uses the folder)
+        and, for :meth:`persistent` stores, the chromadb client. Idempotent."""
+        self._closed = True
+        self._finalizer()
+
+    def __enter__(self) -> ChromaStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- operations ----------------------------------------------------------------
+
     def upsert(
         self,
         ids: Sequence[str],
         embeddings: Sequence[Sequence[float]],
-        documents: Sequence[str],
+        documents: Sequence[str] | None,
         metadatas: Sequence[Metadata],
     ) -> None:
-        """Insert or replace rows; all four sequences must have the same length."""
+        """Insert or replace rows; ``embeddings`` and ``metadatas`` have one entry per id.
+
+        ``documents=None`` stores no text in Chroma (the default path of the engine:
+        the journal holds the text). A sequence stores one document per id.
+        """
         ids = _ids(ids)
         n = len(ids)
-        if not (len(embeddings) == len(documents) == len(metadatas) == n):
+        n_docs = n if documents is None else len(documents)
+        if not (len(embeddings) == n_docs == len(metadatas) == n):
             raise ValueError(
-                f"upsert needs one embedding, document and metadata per id: got {n} ids, "
-                f"{len(embeddings)} embeddings, {len(documents)} documents, {len(metadatas)} metadatas"
+                f"upsert needs one embedding, document (or documents=None) and metadata per id: got {n} ids, "
+                f"{len(embeddings)} embeddings, {n_docs} documents, {len(metadatas)} metadatas"
             )
+        if documents is not None and (isinstance(documents, str) or not all(isinstance(d, str) for d in documents)):
+            raise TypeError("documents must be None or a sequence of strings")
         if n == 0:
             return
         if len(set(ids)) != n:
             raise ValueError("upsert ids must be unique within one call")
-        for start in range(0, n, self._max_batch):
-            end = start + self._max_batch
-            self._call(
-                "upsert",
-                ids=list(ids[start:end]),
-                embeddings=[[float(x) for x in v] for v in embeddings[start:end]],
-                documents=list(documents[start:end]),
-                metadatas=[dict(m) for m in metadatas[start:end]],
-            )
+        with self._writing():
+            for start in range(0, n, self._max_batch):
+                end = start + self._max_batch
+                kwargs: dict[str, Any] = {
+                    "ids": list(ids[start:end]),
+                    "embeddings": [[float(x) for x in v] for v in embeddings[start:end]],
+                    "metadatas": [dict(m) for m in metadatas[start:end]],
+                }
+                if documents is not None:
+                    kwargs["documents"] = list(documents[start:end])
+                self._call("upsert", **kwargs)
 
     def query(self, embedding: Sequence[float], k: int, where: Mapping[str, Any]) -> list[VectorHit]:
         """The ``k`` nearest rows matching ``where``, nearest first.
@@ -277,7 +542,8 @@ class ChromaStore:
         ]
 
     def get(self, ids: Sequence[str], *, include_embeddings: bool = False) -> list[StoredVector]:
-        """Rows by id, in the order asked; missing ids are skipped."""
+        """Rows by id, in the order asked; missing ids are skipped (``document`` is ``None``
+        for rows stored without one)."""
         ids = _ids(ids)
         if not ids:
             return []
@@ -317,6 +583,8 @@ class ChromaStore:
     def delete(self, ids: Sequence[str] | None = None, where: Mapping[str, Any] | None = None) -> None:
         """Delete rows by id, by filter, or ids matching the filter.
 
+        The rows leave every query at once; their bytes leave the disk with :meth:`compact`.
+
         Raises:
             ConfigError: neither ``ids`` nor a non-empty ``where`` was given (a delete
                 of everything is refused; drop the collection instead).
@@ -326,14 +594,13 @@ class ChromaStore:
         kwargs: dict[str, Any] = {}
         if where is not None:
             kwargs["where"] = _require_where(where, "delete")
-        if ids is not None:
-            id_list = _ids(ids)
-            if not id_list:
+        with self._writing():
+            if ids is not None:
+                id_list = _ids(ids)
+                for start in range(0, len(id_list), self._max_batch):
+                    self._call("delete", ids=list(id_list[start : start + self._max_batch]), **kwargs)
                 return
-            for start in range(0, len(id_list), self._max_batch):
-                self._call("delete", ids=list(id_list[start : start + self._max_batch]), **kwargs)
-            return
-        self._call("delete", **kwargs)
+            self._call("delete", **kwargs)
 
     def count(self, where: Mapping[str, Any] | None = None) -> int:
         """Rows matching ``where``, or every row of the collection when ``None``."""
@@ -343,11 +610,300 @@ class ChromaStore:
         result = self._call("get", where=flt, include=[])
         return len(result["ids"])
 
+    # -- physical erasure ------------------------------------------------------------
+
+    def compact(self) -> CompactReport:
+        """Make deleted rows physically gone from an embedded folder; report what remains.
+
+        Embedded store: copies the live rows into a fresh collection, drops the old one
+        (with its write-ahead log rows), renames the copy, removes HNSW segment folders
+        that no collection uses any more, merges the full-text index and runs SQLite
+        ``VACUUM`` and zeroes the unused slots of the HNSW files (which chromadb fills
+        from uninitialized process memory). Afterwards no byte of a deleted row's id,
+        metadata, document or vector is left in the folder's files (see
+        ``CompactReport.remains`` for what a running engine may write again). Cost: one read and one write of every live
+        row of the collection (all tenants), so run it after erasures, not per request;
+        writes of this process wait meanwhile, and a crash midway is recovered on the
+        next open (the old collection stays until the copy is complete).
+
+        Server store: nothing is done here (``physical=False``): another replica may be
+        writing, so only the server's operator can compact; ``remains`` says how.
+        """
+        self._check_open()
+        if self.folder is None or self._lease is None:
+            return CompactReport(physical=False, rows_kept=self.count(), remains=_SERVER_REMAINS)
+        folder = self.folder
+        with self._writing():
+            before = _folder_bytes(folder)
+            kept = self._rebuild()
+            removed = _remove_orphan_segments(folder)
+            _vacuum(folder / SQLITE_FILE)
+            _scrub_hnsw_slack(folder)
+            after = _folder_bytes(folder)
+        logger.info("compacted Chroma collection %s in %s: %d rows kept, %d old segments removed, %d -> %d bytes",
+                    self.collection_name, folder, kept, removed, before, after)
+        return CompactReport(physical=True, rows_kept=kept, segments_removed=removed, bytes_before=before,
+                             bytes_after=after, remains=_EMBEDDED_REMAINS)
+
+    def residue(self, needles: Sequence[str]) -> dict[str, int]:
+        """Raw byte occurrences of each needle in the embedded folder's files (:func:`folder_residue`).
+
+        Raises:
+            ConfigError: the store is a server (its files are not on this machine), or
+                a needle is empty or not a string.
+        """
+        if self.folder is None:
+            raise ConfigError(
+                "residue() reads the files of an embedded store; this store is a Chroma server: scan the "
+                "server's --path folder on its host"
+            )
+        return folder_residue(self.folder, needles)
+
+    # -- internals -------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RecallError(f"the Chroma store {self.collection_name!r} is closed")
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        if self._lease is None:
+            yield
+            return
+        with self._lease.mutex:
+            yield
+
+    def _temp_name(self) -> str:
+        # Short, valid and derived from the name, so a crashed compaction is found on open.
+        return "lmt-compacting-" + hashlib.sha1(self.collection_name.encode()).hexdigest()[:20]
+
+    def _exists(self, name: str) -> bool:
+        try:
+            self._client.get_collection(name, embedding_function=None)
+        except Exception:
+            return False
+        return True
+
+    def _recover_compaction(self) -> None:
+        """Finish or undo a compaction that a crash interrupted."""
+        temp = self._temp_name()
+        if not self._exists(temp):
+            return
+        try:
+            if self._exists(self.collection_name):
+                self._client.delete_collection(temp)  # the copy was incomplete: the original is intact
+                logger.warning("dropped the incomplete compaction copy of %s", self.collection_name)
+            else:
+                self._client.get_collection(temp, embedding_function=None).modify(name=self.collection_name)
+                logger.warning("finished an interrupted compaction of %s", self.collection_name)
+        except Exception as e:
+            raise RecallError(f"could not recover an interrupted compaction of {self.collection_name!r}: {e}") from e
+
+    def _rebuild(self) -> int:
+        old = self._collection
+        config = old.configuration_json if isinstance(old.configuration_json, Mapping) else {}
+        hnsw = dict(config.get("hnsw") or {"space": "cosine"})
+        temp = self._temp_name()
+        try:
+            if self._exists(temp):
+                self._client.delete_collection(temp)
+            copy = self._client.create_collection(
+                temp, embedding_function=None, configuration={"hnsw": hnsw}, metadata=old.metadata or None
+            )
+            kept = 0
+            while True:
+                page = old.get(include=["embeddings", "metadatas", "documents"], limit=self._max_batch, offset=kept)
+                if not page["ids"]:
+                    break
+                _copy_page(copy, page)
+                kept += len(page["ids"])
+            self._client.delete_collection(self.collection_name)
+            copy.modify(name=self.collection_name)
+        except Exception as e:
+            raise RecallError(f"could not compact Chroma collection {self.collection_name!r}: {e}") from e
+        self._collection = self._open_collection()
+        return kept
+
     def _call(self, method: str, **kwargs: Any) -> Any:
         try:
             return getattr(self._collection, method)(**kwargs)
         except Exception as e:
+            if not self._closed and self._refresh():
+                # Another store of this process compacted (re-created) the collection.
+                try:
+                    return getattr(self._collection, method)(**kwargs)
+                except Exception as again:
+                    raise RecallError(f"Chroma {method} on {self.collection_name!r} failed: {again}") from again
             raise RecallError(f"Chroma {method} on {self.collection_name!r} failed: {e}") from e
+
+    def _refresh(self) -> bool:
+        """Re-open the collection by name; ``True`` when it is a different collection now."""
+        try:
+            current = self._client.get_collection(self.collection_name, embedding_function=None)
+        except Exception:
+            return False
+        if current.id == self._collection.id:
+            return False
+        self._collection = current
+        return True
+
+
+def folder_residue(folder: str | Path, needles: Sequence[str]) -> dict[str, int]:
+    """Raw byte occurrences of each needle (UTF-8) in every file under ``folder``.
+
+    For erasure reports: after :meth:`ChromaStore.compact` (or :meth:`ChromaStore.close`),
+    an erased text, id or metadata value should count 0. Chroma's full-text index stores
+    documents as trigrams, so a stored document can be present while its whole-word
+    count is 0; store no documents (``documents=None``) or compact after deletes.
+
+    Raises:
+        ConfigError: a needle is empty or not a string.
+        RecallError: a file could not be read.
+    """
+    if isinstance(needles, str):
+        raise TypeError("needles must be a sequence of strings, not a single str")
+    patterns: dict[str, bytes] = {}
+    for needle in needles:
+        if not isinstance(needle, str) or not needle:
+            raise ConfigError(f"every needle must be a non-empty string, got {needle!r}")
+        patterns[needle] = needle.encode("utf-8")
+    counts = dict.fromkeys(patterns, 0)
+    for path in _files(Path(folder)):
+        for needle, n in _count_in_file(path, patterns).items():
+            counts[needle] += n
+    return counts
+
+
+def _copy_page(target: Any, page: Mapping[str, Any]) -> None:
+    """Add one page of ``get`` output to ``target`` as it is (``None`` entries stay ``None``)."""
+    kwargs: dict[str, Any] = {"ids": list(page["ids"]), "embeddings": page["embeddings"]}
+    for key in ("metadatas", "documents"):
+        values = page.get(key)
+        if values is not None and any(v is not None for v in values):
+            kwargs[key] = list(values)
+    target.add(**kwargs)
+
+
+def _files(folder: Path) -> Iterator[Path]:
+    for root, _dirs, names in os.walk(folder):
+        for name in names:
+            path = Path(root) / name
+            if path.is_file() and not path.is_symlink():
+                yield path
+
+
+def _folder_bytes(folder: Path) -> int:
+    total = 0
+    for path in _files(folder):
+        with contextlib.suppress(OSError):
+            total += path.stat().st_size
+    return total
+
+
+def _count_in_file(path: Path, patterns: Mapping[str, bytes]) -> dict[str, int]:
+    """Occurrences of each pattern, reading the file in chunks; a match across chunks counts once."""
+    counts = dict.fromkeys(patterns, 0)
+    tails = dict.fromkeys(patterns, b"")
+    try:
+        with open(path, "rb") as f:
+            while chunk := f.read(_SCAN_CHUNK):
+                for name, pattern in patterns.items():
+                    # The tail is shorter than the pattern, so a match never lies wholly inside it.
+                    window = tails[name] + chunk
+                    counts[name] += window.count(pattern)
+                    tails[name] = window[-(len(pattern) - 1):] if len(pattern) > 1 else b""
+    except OSError as e:
+        raise RecallError(f"could not read {str(path)!r} for the residue scan: {e}") from e
+    return counts
+
+
+def _live_segments(db: Path) -> set[str] | None:
+    try:
+        con = sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True, timeout=30)
+        try:
+            return {str(row[0]) for row in con.execute("SELECT id FROM segments")}
+        finally:
+            con.close()
+    except sqlite3.Error as e:
+        logger.warning("could not list Chroma segments in %s, leaving segment folders alone: %s", db, e)
+        return None
+
+
+def _remove_orphan_segments(folder: Path) -> int:
+    """Delete HNSW segment folders that no collection references (chromadb leaves them behind
+    when a collection is dropped, with every vector they held)."""
+    live = _live_segments(folder / SQLITE_FILE)
+    if live is None:
+        return 0
+    removed = 0
+    for child in folder.iterdir():
+        if not child.is_dir() or child.name in live:
+            continue
+        try:
+            uuid.UUID(child.name)
+        except ValueError:
+            continue
+        if not {p.name for p in child.iterdir()} <= _HNSW_FILES:
+            continue
+        shutil.rmtree(child)
+        removed += 1
+    return removed
+
+
+def _scrub_hnsw_slack(folder: Path) -> int:
+    """Zero the unused slots of every HNSW segment file; returns bytes zeroed.
+
+    chromadb 1.5 persists an HNSW index at its full capacity and leaves the slots past
+    ``cur_element_count`` as they came from ``malloc``: whatever the process held in that
+    memory before (document text, metadata, any other string of the process) lands in
+    ``data_level0.bin`` and ``length.bin``. hnswlib never reads those slots. The header
+    layout is checked first; a file that does not match is left alone.
+    """
+    zeroed = 0
+    for segment in folder.iterdir():
+        header_path = segment / "header.bin"
+        if not segment.is_dir() or not header_path.is_file():
+            continue
+        header = header_path.read_bytes()
+        if len(header) < 36:
+            continue
+        version, _offset0, capacity, used, element_size = struct.unpack_from("<I4Q", header, 0)
+        if version != 1 or not 0 <= used <= capacity or element_size <= 0:
+            continue
+        for name, size in (("data_level0.bin", element_size), ("length.bin", 4)):
+            path = segment / name
+            if not path.is_file() or path.stat().st_size != capacity * size:
+                continue
+            start = used * size
+            with open(path, "r+b") as f:
+                f.seek(start)
+                f.write(bytes(capacity * size - start))
+                f.flush()
+                os.fsync(f.fileno())
+            zeroed += capacity * size - start
+    return zeroed
+
+
+def _vacuum(db: Path) -> None:
+    """Merge the full-text index (dropping deleted entries) and rewrite the SQLite file
+    without its free pages: what ``chroma vacuum`` does, plus the full-text merge."""
+    try:
+        con = sqlite3.connect(db, timeout=60, isolation_level=None)
+    except sqlite3.Error as e:
+        raise RecallError(f"could not open {str(db)!r} to vacuum it: {e}") from e
+    try:
+        has_fts = con.execute(
+            "SELECT 1 FROM sqlite_master WHERE name = 'embedding_fulltext_search'"
+        ).fetchone()
+        if has_fts:
+            con.execute(
+                "INSERT INTO embedding_fulltext_search(embedding_fulltext_search) VALUES ('optimize')"
+            )
+        con.execute("VACUUM")
+    except sqlite3.Error as e:
+        raise RecallError(f"could not vacuum {str(db)!r}: {e}") from e
+    finally:
+        con.close()
 
 
 def _space_of(collection: Any) -> str | None:

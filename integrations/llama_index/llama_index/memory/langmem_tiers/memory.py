@@ -38,7 +38,6 @@ from llama_index.core.memory.types import BaseMemory
 from langmem_tiers import Context, MemoryConfig, Message, TieredMemory
 from langmem_tiers.context import MEMORY_HEADER
 from langmem_tiers.errors import ConfigError, InvalidMessageError
-from langmem_tiers.messages import make_message
 from llama_index.memory.langmem_tiers.adapters import embedder_from_model, summarizer_from_llm
 from llama_index.memory.langmem_tiers.messages import META_KEY, from_chat_message, to_chat_message
 from llama_index.memory.langmem_tiers.migration import budget_config, refuse_unknown, session_key, status_of
@@ -441,8 +440,8 @@ def _orphans_as_text(messages: List[Message]) -> Optional[List[Message]]:
             meta = dict(m.metadata.get(META_KEY) or {})
             meta["role"] = meta.get("role", "tool")
             meta["kwargs"] = {**(meta.get("kwargs") or {}), "tool_call_id": m.tool_call_id}
-            m = make_message("assistant", m.content or "(empty tool result)", name=m.name,
-                             metadata={**m.metadata, META_KEY: meta})
+            m = Message.from_dict({"role": "assistant", "content": m.content or "(empty tool result)",
+                                   "name": m.name, "metadata": {**m.metadata, META_KEY: meta}, "key": m.key})
             changed = True
         out.append(m)
     return out if changed else None

@@ -40,7 +40,6 @@ from llama_index.core.base.llms.types import (
 from pydantic import TypeAdapter
 
 from langmem_tiers import Message, ToolCall
-from langmem_tiers.messages import make_message
 
 META_KEY = "llama_index"
 BLOCK_KEY = "li_block"
@@ -110,8 +109,10 @@ def from_chat_message(message: ChatMessage) -> Message:
     if not calls and not _has_substance(content):
         content = [*(parts or []), EMPTY_PART]  # the core refuses empty messages; LlamaIndex allows them
         meta["empty"] = True
-    return make_message(role, content, name=name, tool_calls=calls, tool_call_id=tool_call_id,
-                        metadata={META_KEY: meta} if meta else None, key=key)
+    # Message.from_dict validates by the core's rules (the same ones add() applies).
+    return Message.from_dict({"role": role, "content": content, "name": name, "tool_calls": calls,
+                              "tool_call_id": tool_call_id, "metadata": {META_KEY: meta} if meta else None,
+                              "key": key})
 
 
 def to_chat_message(message: Message) -> ChatMessage:

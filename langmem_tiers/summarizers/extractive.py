@@ -100,6 +100,9 @@ class ExtractiveSummarizer:
 
     def summarize(self, request: SummaryRequest) -> str:
         old = _parse_summary(request.previous_summary)
+        for entry in old:
+            if entry.speaker is not None and entry.speaker.startswith("tool"):
+                entry.weight = self.tool_weight
         new = [] if request.compress else self._candidates(request.messages, start=len(old))
         entries = _without_near_duplicates(_scored(old + new))
         return _Selection(entries, request).render()

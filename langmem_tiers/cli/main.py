@@ -5,26 +5,37 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
-from langmem_tiers.errors import LangmemTiersError
+from langmem_tiers.errors import ConfigError, InvalidMessageError, LangmemTiersError
+from langmem_tiers.messages import Message, make_message
 
 DEFAULT_PATH = "langmem-demo"
 
 
-def _memory(args: argparse.Namespace, **extra: Any) -> Any:
+def _memory(args: argparse.Namespace, *, vectors: bool = True, **extra: Any) -> Any:
     from langmem_tiers import TieredMemory
 
-    embedder: Any = False if getattr(args, "no_vectors", False) else None
+    _check_path(args.path)
+    embedder: Any = False if not vectors or getattr(args, "no_vectors", False) else None
     return TieredMemory.open(args.path, session_id=args.session, user_id=args.user, agent_id=args.agent,
                              embedder=embedder, chroma=args.chroma, **extra)
+
+
+def _check_path(path: str) -> None:
+    if str(path).startswith(("postgresql://", "postgres://")):
+        return
+    if Path(path).exists() and not Path(path).is_dir():
+        raise ConfigError(f"--path ({path}) is a file: pass the memory folder (the one holding "
+                          "journal.sqlite3) or a postgresql:// URL")
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from langmem_tiers.cli.demo import run_demo
 
+    _check_path(args.path)
     run_demo(path=args.path, sessions=args.sessions, turns_per_session=args.turns, no_vectors=args.no_vectors)
     return 0
 
@@ -55,41 +66,71 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    out = open(args.out, "w", encoding="utf-8") if args.out != "-" else sys.stdout
-    count = 0
-    with _memory(args) as memory:
-        for m in memory.iter_messages():
-            out.write(json.dumps(m.to_dict(), ensure_ascii=False) + "\n")
-            count += 1
-    if out is not sys.stdout:
-        out.close()
+    from langmem_tiers.cli.transfer import atomic_output, check_output, export_lines
+
+    target = None if args.out == "-" else check_output(args.out)
+    # No vectors: exporting reads the journal only, and must not need the Chroma folder's lock.
+    with _memory(args, vectors=False) as memory:
+        ns = memory.namespace
+        lines = export_lines(memory.iter_messages(), ns.user_id, ns.agent_id, ns.session_id)
+        if target is None:
+            count = _write_lines(lines, sys.stdout, args)
+        else:
+            with atomic_output(target) as out:
+                count = _write_lines(lines, out, args)
     print(f"exported {count} messages", file=sys.stderr)
     return 0
 
 
-def cmd_import(args: argparse.Namespace) -> int:
-    source = open(args.input, encoding="utf-8") if args.input != "-" else sys.stdin
-    batch: list[dict[str, Any]] = []
+def _write_lines(lines: Iterable[str], out: IO[str], args: argparse.Namespace) -> int:
     count = 0
+    for line in lines:
+        out.write(line)
+        count += 1
+    if count == 0 and not args.allow_empty:
+        # Usually a misspelled --session: refuse before an empty file replaces a backup.
+        where = args.out if args.out != "-" else "stdout"
+        raise ConfigError(f"session {args.session!r} (user {args.user!r}, agent {args.agent!r}) holds no "
+                          f"messages: nothing written to {where}; check --session/--user/--agent, or pass "
+                          "--allow-empty")
+    return count
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from langmem_tiers.cli.transfer import export_key, read_lines
+
+    name = "stdin" if args.input == "-" else args.input
+    if args.input == "-":
+        lines = read_lines(sys.stdin.buffer, name)
+    else:
+        with open(args.input, "rb") as source:
+            lines = read_lines(source, name)
     with _memory(args) as memory:
-        for number, line in enumerate(source, 1):
-            if not line.strip():
-                continue
-            try:
-                data = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise SystemExit(f"line {number} is not JSON: {e}") from e
-            data.pop("id", None)  # ids are assigned by the destination journal
-            batch.append(data)
-            # A turn is added whole so that tool results always follow their call.
-            if data.get("role") == "assistant" and not data.get("tool_calls"):
-                count += len(memory.add_messages(batch))
-                batch = []
-        if batch:
-            count += len(memory.add_messages(batch))
+        ns = memory.namespace
+        # Keys of what the session holds; a message stored without a key answers to the key its
+        # export carries, so an export imported back into its own session adds nothing.
+        held = {export_key(ns.user_id, ns.agent_id, ns.session_id, m) for m in memory.iter_messages()}
+        fresh = [_message(number, data, name, memory.config.max_message_chars)
+                 for number, data in lines if data["key"] not in held]
+        before = memory.stats().messages
+        if fresh:
+            memory.add_messages(fresh)  # one transaction: every message of the file, or none
         memory.flush()
-    print(f"imported {count} messages", file=sys.stderr)
+        added = memory.stats().messages - before
+    print(f"imported {added} messages; {len(lines) - added} were already in the session", file=sys.stderr)
     return 0
+
+
+def _message(number: int, data: dict[str, Any], name: str, max_chars: int) -> Message:
+    try:
+        return make_message(data.get("role"), data.get("content"), name=data.get("name"),
+                            tool_calls=data.get("tool_calls") or (), tool_call_id=data.get("tool_call_id"),
+                            metadata=data.get("metadata"), created_at=data.get("created_at"), key=data.get("key"),
+                            max_chars=max_chars)
+    except InvalidMessageError as e:
+        raise InvalidMessageError(f"line {number} of {name}: {e}") from e
+    except (TypeError, AttributeError) as e:  # e.g. tool_calls that are not a list of objects
+        raise InvalidMessageError(f"line {number} of {name}: malformed message ({e})") from e
 
 
 def cmd_search(args: argparse.Namespace) -> int:
@@ -122,10 +163,18 @@ def cmd_remember(args: argparse.Namespace) -> int:
 
 
 def cmd_forget(args: argparse.Namespace) -> int:
-    target: int | str = args.scope if args.scope else int(args.record)
+    target: int | str = args.scope if args.scope else _record_id(args.record)
     with _memory(args) as memory:
         print(f"removed {memory.forget(target)} records")
     return 0
+
+
+def _record_id(text: str) -> int:
+    value = text.strip()
+    if not value.isdecimal() or not value.isascii() or int(value) < 1:
+        raise ConfigError(f"--record ({text!r}) must be a record id, a positive integer as printed by "
+                          "`remember` or listed by `search`")
+    return int(value)
 
 
 def cmd_reindex(args: argparse.Namespace) -> int:
@@ -179,12 +228,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("export", help="write a session as JSONL")
     session_args(p)
-    p.add_argument("--out", default="-")
+    p.add_argument("--out", default="-", help="file to write (replaced only when the export succeeds), - for stdout")
+    p.add_argument("--allow-empty", action="store_true", help="write a file even if the session has no messages")
     p.set_defaults(func=cmd_export)
 
-    p = sub.add_parser("import", help="read a session from JSONL")
+    p = sub.add_parser("import", help="read a session from JSONL (all lines or none; a second import adds nothing)")
     session_args(p)
-    p.add_argument("--in", dest="input", default="-")
+    p.add_argument("--in", dest="input", default="-", help="JSONL file, - for stdin")
     p.set_defaults(func=cmd_import)
 
     p = sub.add_parser("search", help="recall from evicted turns and memories")
@@ -236,8 +286,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except LangmemTiersError as e:
-        print(f"langmem-tiers: {type(e).__name__}: {e}", file=sys.stderr)
-        return 2
+        return _fail(f"{type(e).__name__}: {e}")
+    except OSError as e:  # a file that cannot be read or written: say which and why
+        where = f" {e.filename!r}" if e.filename else ""
+        return _fail(f"cannot use{where}: {e.strerror or e}")
+    except KeyboardInterrupt:
+        return _fail("interrupted", code=130)
+
+
+def _fail(message: str, code: int = 2) -> int:
+    print("langmem-tiers: " + " ".join(message.split()), file=sys.stderr)
+    return code
 
 
 if __name__ == "__main__":

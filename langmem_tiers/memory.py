@@ -8,6 +8,7 @@ threads, processes or hosts) on one journal see the same session.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
@@ -512,6 +513,27 @@ class TieredMemory:
             index_pending=self.journal.outbox_count([self._ns_id]),
             last_index_error=self.recall.last_error if self.recall else None,
         )
+
+    def messages_page(self, after: int = 0, limit: int = 100) -> list[Message]:
+        """Up to ``limit`` messages of this session with ids greater than ``after``, oldest first.
+
+        One indexed read whatever the session's size: a viewer pages a 100k-message session
+        with the last id of one page as the ``after`` of the next. Read-only.
+        """
+        self._check_open()
+        if isinstance(after, bool) or not isinstance(after, int) or after < 0:
+            raise ConfigError(f"after ({after!r}) must be a message id (an integer >= 0)")
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
+            raise ConfigError(f"limit ({limit!r}) must be an integer between 1 and 10000")
+        return list(itertools.islice(self.journal.iter_messages(self._ns_id, after, batch=limit), limit))
+
+    def sessions(self, scope: str | None = "user") -> list[Namespace]:
+        """The sessions stored in ``scope`` ("session", "user" or "agent", as in :meth:`search`),
+        or in the whole deployment with ``None`` (an operator's view, e.g. the inspector). Read-only."""
+        self._check_open()
+        if scope is not None and scope not in ("session", "user", "agent"):
+            raise ConfigError(f"scope ({scope!r}) must be 'session', 'user', 'agent' or None")
+        return [ns for _, ns in self.journal.namespaces(Scope(scope, self.namespace) if scope else None)]
 
     # --- recall ---------------------------------------------------------------
 

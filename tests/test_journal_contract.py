@@ -8,7 +8,10 @@ schema) and can rewrite the stored schema version. PostgreSQL tests use
 
 from __future__ import annotations
 
+import json
+import random
 import sqlite3
+import string
 import threading
 import time
 import uuid
@@ -19,8 +22,17 @@ from typing import Any
 
 import pytest
 
-from langmem_tiers.errors import JournalError, SchemaVersionError
-from langmem_tiers.journal.base import SCHEMA_VERSION, Journal, Namespace, NewRecord, Scope, SessionState
+from langmem_tiers.errors import JournalError, SchemaVersionError, SessionErasedError
+from langmem_tiers.journal.base import (
+    MAX_QUERY_TERMS,
+    SCHEMA_VERSION,
+    Journal,
+    Namespace,
+    NewRecord,
+    Scope,
+    SessionState,
+    search_terms,
+)
 from langmem_tiers.journal.sqlite import SqliteJournal
 from langmem_tiers.messages import Message, ToolCall, make_message
 from tests.support.postgres import postgres_url
@@ -32,9 +44,11 @@ KEY = "test-key"
 class Backend:
     name: str
     open: Callable[[], Journal]
-    set_schema_version: Callable[[int], None]
+    set_schema_version: Callable[[int | str], None]
     memory_path: Callable[[str], str]
     create_at_version: Callable[[int], None]
+    # Runs raw SQL (with ? placeholders) on the backend's storage, outside any journal.
+    execute: Callable[[str, tuple[Any, ...]], None]
     opened: list[Journal] = field(default_factory=list)
 
     def journal(self) -> Journal:
@@ -61,10 +75,16 @@ def pg_url() -> Iterator[str]:
 def _sqlite_backend(tmp_path: Path) -> Backend:
     path = tmp_path / "journal.sqlite3"
 
-    def set_version(version: int) -> None:
+    def set_version(version: int | str) -> None:
         db = sqlite3.connect(path)
         with db:
             db.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(version),))
+        db.close()
+
+    def execute(sql: str, args: tuple[Any, ...]) -> None:
+        db = sqlite3.connect(path)
+        with db:
+            db.execute(sql, args)
         db.close()
 
     def create_at_version(version: int) -> None:
@@ -82,7 +102,7 @@ def _sqlite_backend(tmp_path: Path) -> Backend:
         db.close()
 
     return Backend("sqlite", lambda: SqliteJournal(path), set_version, lambda _: str(tmp_path / "memory"),
-                   create_at_version)
+                   create_at_version, execute)
 
 
 def _postgres_backend(url: str) -> Backend:
@@ -92,9 +112,14 @@ def _postgres_backend(url: str) -> Backend:
 
     schema = f"t_{uuid.uuid4().hex[:16]}"
 
-    def set_version(version: int) -> None:
+    def set_version(version: int | str) -> None:
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute(f"UPDATE {schema}.meta SET value=%s WHERE key='schema_version'", (str(version),))
+
+    def execute(sql: str, args: tuple[Any, ...]) -> None:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f"SET search_path TO {schema}")
+            conn.execute(sql.replace("?", "%s"), args)
 
     def create_at_version(version: int) -> None:
         from langmem_tiers.journal.postgres import MIGRATIONS
@@ -109,7 +134,7 @@ def _postgres_backend(url: str) -> Backend:
                 conn.execute(statement)
 
     return Backend("postgres", lambda: PostgresJournal(url, schema=schema), set_version, lambda _: url,
-                   create_at_version)
+                   create_at_version, execute)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -673,3 +698,382 @@ def test_outbox_done_keeps_a_change_queued_meanwhile(journal: Journal) -> None:
     assert pending.seq > read.seq
     journal.outbox_failed([read], "stale item")  # a stale failure does not touch the new row either
     assert journal.outbox(10)[0].attempts == 0
+
+
+# --- issue 13: ids never reused, erased sessions ---------------------------------------------
+
+
+def test_ids_are_never_reused(journal: Journal) -> None:
+    """Deleting the newest namespace, message and record never hands its id out again."""
+    a = _ns(journal, "a", "alice")
+    b = _ns(journal, "b", "bob")
+    [m1, m2] = _append(journal, b, [make_message("user", "one"), make_message("user", "two")])
+    [r1, r2] = journal.add_records(b, [NewRecord("turn", "first"), NewRecord("turn", "second")])
+    assert journal.delete_records([r2]) == 1
+    [r3] = journal.add_records(a, [NewRecord("turn", "third")])
+    assert r3 > r2
+    journal.clear_session(b)  # drops the newest messages
+    [m3] = _append(journal, a, [make_message("user", "three")])
+    assert (m3.id or 0) > (m2.id or 0)
+    journal.delete_namespaces([b])  # the newest namespace
+    c = _ns(journal, "c", "carol")
+    assert c > b
+    assert r1 < r3
+    assert (m1.id or 0) < (m3.id or 0)
+
+
+def test_stale_handle_after_erase_never_reaches_another_tenant(backend: Backend) -> None:
+    alice_handle, eraser = backend.journal(), backend.journal()
+    alice = _ns(alice_handle, "chat", "alice")
+    _append(alice_handle, alice, [make_message("user", "alice's secret")])
+    eraser.delete_namespaces([alice])
+    carol = _ns(eraser, "chat", "carol")  # created meanwhile: must not get alice's old id
+    assert carol != alice
+    with pytest.raises(SessionErasedError, match=r"'chat' \(user 'alice'.*erased"):
+        _append(alice_handle, alice, [make_message("user", "written after the erase")])
+    with pytest.raises(SessionErasedError):
+        alice_handle.add_records(alice, [NewRecord("fact", "late fact")])
+    # Unknown to this handle: named by its id.
+    with pytest.raises(SessionErasedError, match=f"namespace id {alice}"), eraser.write(alice) as tx:
+        tx.set_window_start(1)
+    assert _texts(eraser, carol) == []
+    assert eraser.scoped_records([carol]) == []
+    assert alice_handle.count_messages(alice) == 0
+    assert list(alice_handle.iter_messages(alice)) == []
+    with alice_handle.read() as rx:
+        assert rx.state(alice) == SessionState()
+        assert rx.window_messages(alice, 0) == []
+    # The session can start afresh under a new id.
+    again = _ns(alice_handle, "chat", "alice")
+    assert again not in (alice, carol)
+    _append(alice_handle, again, [make_message("user", "new start")])
+    assert _texts(alice_handle, again) == ["new start"]
+
+
+# --- issue 13 / issue 12 item 7: the session version stamp -------------------------------------
+
+
+def test_version_grows_with_every_committed_write_of_the_session(journal: Journal) -> None:
+    ns_id, other = _ns(journal, "mine"), _ns(journal, "other")
+
+    def version(n: int = ns_id) -> int:
+        with journal.read() as rx:
+            return rx.state(n).version
+
+    seen = [version()]
+
+    def grew() -> None:
+        now = version()
+        assert now > seen[-1]
+        seen.append(now)
+
+    [m] = _append(journal, ns_id, [make_message("user", "hello")])
+    grew()
+    with journal.write(ns_id) as tx:
+        tx.set_window_start(m.id or 0)
+    grew()
+    with journal.write(ns_id) as tx:
+        tx.set_summary("greeting", 2, 0)
+    grew()
+    with journal.write(ns_id) as tx:
+        tx.set_failure("boom", 1, 0.0)
+    grew()
+    with journal.write(ns_id) as tx:
+        tx.update_tokens([(m.id or 0, 3)], "k2")
+    grew()
+    [rid] = journal.add_records(ns_id, [NewRecord("fact", "likes tea")])
+    grew()
+    journal.update_record(rid, importance=0.9)
+    grew()
+    journal.delete_records([rid])
+    grew()
+    with journal.write(ns_id) as tx:  # a write that only reads changes nothing
+        tx.state()
+        tx.window_entries(0)
+    assert version() == seen[-1]
+    with journal.read() as rx:
+        summary_version = rx.state(ns_id).summary_version
+    journal.clear_session(ns_id)
+    grew()
+    with journal.read() as rx:
+        state = rx.state(ns_id)
+    assert state.summary_version == summary_version + 1  # grows across a clear, never back to 0
+    with journal.write(ns_id) as tx:
+        tx.set_summary("after the clear", 2, 0)
+    assert version() > seen[-1]
+    with journal.read() as rx:
+        assert rx.state(ns_id).summary_version == summary_version + 2
+    assert version(other) == 0  # another session's writes never touch it
+
+
+def test_version_is_shared_by_handles(backend: Backend) -> None:
+    """The stamp lets a cached view notice another handle's write (one indexed read)."""
+    h1, h2 = backend.journal(), backend.journal()
+    ns_id = _ns(h1, "shared")
+    with h1.read() as rx:
+        before = rx.state(ns_id).version
+    _append(h2, ns_id, [make_message("user", "from h2")])
+    with h1.read() as rx:
+        after_add = rx.state(ns_id).version
+    h2.clear_session(ns_id)
+    with h1.read() as rx:
+        after_clear = rx.state(ns_id).version
+    assert before < after_add < after_clear
+
+
+# --- idempotency keys ---------------------------------------------------------------------------
+
+
+def test_message_keys_round_trip_and_lookup(journal: Journal) -> None:
+    ns_id, other = _ns(journal, "mine"), _ns(journal, "other")
+    keyed = [make_message("user", "first", key="lc-1"), make_message("assistant", "no key"),
+             make_message("assistant", "second", key="lc-2")]
+    stored = _append(journal, ns_id, keyed)
+    assert [m.key for m in stored] == ["lc-1", None, "lc-2"]
+    assert [m.key for m in journal.iter_messages(ns_id)] == ["lc-1", None, "lc-2"]
+    assert [m.key for m in journal.messages_by_id([m.id or 0 for m in stored])] == ["lc-1", None, "lc-2"]
+    with journal.read() as rx:
+        assert [m.key for m, _, _ in rx.window_messages(ns_id, 0)] == ["lc-1", None, "lc-2"]
+    _append(journal, other, [make_message("user", "same key, other session", key="lc-1")])
+    with journal.write(ns_id) as tx:
+        found = tx.messages_by_key(["lc-2", "lc-1", "missing", "lc-1"])
+        assert tx.messages_by_key([]) == {}
+        assert [m.key for m in tx.messages_between(0, 10**12)] == ["lc-1", None, "lc-2"]
+    assert found == {"lc-1": stored[0], "lc-2": stored[2]}
+    with pytest.raises(JournalError, match="'lc-2' is already stored"):
+        _append(journal, ns_id, [make_message("user", "retry", key="new"), make_message("user", "dup", key="lc-2")])
+    assert journal.count_messages(ns_id) == 3  # the whole batch rolled back
+
+
+# --- anonymous sessions -------------------------------------------------------------------------
+
+
+def test_anonymous_scopes_narrow_to_the_session() -> None:
+    a, b = Namespace("a"), Namespace("b")
+    a_agent, b_agent = Namespace("a", agent_id="bot"), Namespace("b", agent_id="bot")
+    for kind in ("session", "user", "agent"):
+        assert Scope(kind, a).matches(a)
+        assert not Scope(kind, a).matches(b)
+        assert not Scope(kind, a_agent).matches(b_agent)
+        assert Scope(kind, a).effective_kind == "session"
+    assert Scope("user", Namespace("x", "u")).matches(Namespace("y", "u"))  # named users keep wide scopes
+
+
+def test_two_anonymous_sessions_never_see_each_other(journal: Journal) -> None:
+    spaces = [Namespace("a"), Namespace("b"), Namespace("a", agent_id="bot"), Namespace("b", agent_id="bot")]
+    ids = {ns: _ns(journal, ns.session_id, ns.user_id, ns.agent_id) for ns in spaces}
+    for ns, ns_id in ids.items():
+        journal.add_records(ns_id, [NewRecord("fact", f"anonymous secret of {ns.session_id}/{ns.agent_id}")])
+    for ns, ns_id in ids.items():
+        for kind in ("session", "user", "agent"):
+            visible = journal.namespaces(Scope(kind, ns))
+            assert visible == [(ns_id, ns)], (kind, ns)
+            hits = journal.keyword_search("anonymous secret", [i for i, _ in visible], 10)
+            assert {r.namespace for r in journal.records([h.record_id for h in hits])} == {ns}
+
+
+# --- scope terms are not words --------------------------------------------------------------------
+
+
+def test_scope_is_not_a_searchable_word(journal: Journal) -> None:
+    """ "S3 bucket" must not match every record of namespace 3 (nor "s3" any namespace's)."""
+    ids = [_ns(journal, f"s{i}") for i in range(4)]
+    for ns_id in ids:
+        journal.add_records(ns_id, [NewRecord("turn", "we talked about the weather"),
+                                    NewRecord("turn", "lunch plans for friday")])
+    target = ids[-1]
+    for ns_id in ids:
+        assert journal.keyword_search(f"S{ns_id} bucket", [ns_id], 10) == []
+        assert journal.keyword_search(f"s{ns_id}", ids, 10) == []
+    [rid] = journal.add_records(target, [NewRecord("turn", f"the S{target} bucket policy is public")])
+    assert [h.record_id for h in journal.keyword_search(f"S{target} bucket", [target], 10)] == [rid]
+    assert [h.record_id for h in journal.keyword_search(f"S{target} bucket", ids, 10)] == [rid]
+
+
+# --- unicode ids -----------------------------------------------------------------------------------
+
+
+def test_namespace_of_normalizes_to_nfc() -> None:
+    decomposed, composed = "jose\u0301", "jos\u00e9"
+    assert Namespace.of(decomposed, decomposed, decomposed) == Namespace(composed, composed, composed)
+    assert Namespace.of("s", "A\u030angstro\u0308m").user_id == "\u00c5ngstr\u00f6m"
+
+
+def test_migration_merges_ids_equal_in_nfc(backend: Backend) -> None:
+    """Data stored under "jose\\u0301" by an older version is found under "jos\\u00e9" after migrating."""
+    backend.create_at_version(3)  # namespace 1 ('u', '', 'old') with one message
+    rows = [(2, "jose\u0301", "s"), (3, "jos\u00e9", "s"), (4, "jose\u0301", "other")]
+    for ns, user, session in rows:
+        backend.execute("INSERT INTO namespaces (ns, user_id, agent_id, session_id, created_at) "
+                        "VALUES (?, ?, '', ?, 1.0)", (ns, user, session))
+        backend.execute("INSERT INTO state (ns, summary, summary_version) VALUES (?, ?, ?)",
+                        (ns, f"summary of {ns}", ns))
+        backend.execute("INSERT INTO messages (ns, role, content, created_at, tokens, tokens_key) "
+                        "VALUES (?, 'user', ?, 2.0, 5, 'k')", (ns, json.dumps(f"message of {ns}")))
+        backend.execute("INSERT INTO records (ns, kind, text, created_at) VALUES (?, 'fact', ?, 3.0)",
+                        (ns, f"fact number{ns}"))
+    journal = backend.journal()
+    assert journal.integrity_check() == "ok"
+    composed = "jos\u00e9"
+    merged = journal.namespace_id(Namespace.of("s", "jose\u0301"), create=False)
+    assert merged == 2  # the lower id survives
+    assert _texts(journal, merged) == ["message of 2", "message of 3"]
+    assert sorted(r.text for r in journal.scoped_records([merged])) == ["fact number2", "fact number3"]
+    assert all(r.namespace == Namespace("s", composed) for r in journal.scoped_records([merged]))
+    with journal.read() as rx:
+        assert rx.state(merged).summary == "summary of 2"
+        assert rx.state(3) == SessionState()
+    renamed = journal.namespace_id(Namespace("other", composed), create=False)
+    assert renamed == 4
+    assert _texts(journal, renamed) == ["message of 4"]
+    users = [ns.user_id for _, ns in journal.namespaces()]
+    assert "jose\u0301" not in users
+    assert sorted(users) == sorted(["u", composed, composed])
+    # Every moved or renamed record is queued, so the vector store learns its new ids.
+    texts = {r.text for r in journal.records([i.record_id for i in journal.outbox(10)])}
+    assert texts >= {"fact number2", "fact number3", "fact number4"}
+    assert journal.outbox_count([merged]) == 2
+    assert journal.keyword_search("number3", [merged], 5) != []
+
+
+# --- outbox for many replicas ------------------------------------------------------------------------
+
+
+def test_claims_do_not_overlap_and_expire(backend: Backend) -> None:
+    a, b = backend.journal(), backend.journal()
+    ns_id = _ns(a)
+    ids = a.add_records(ns_id, [NewRecord("turn", f"row {i}") for i in range(5)])
+    first = a.claim_outbox(3, owner="replica-a", lease_s=60)
+    assert [i.record_id for i in first] == ids[:3]
+    assert {i.owner for i in first} == {"replica-a"}
+    second = b.claim_outbox(10, owner="replica-b", lease_s=0.3)
+    assert [i.record_id for i in second] == ids[3:]
+    assert a.claim_outbox(10, owner="replica-c", lease_s=60) == []
+    assert len(a.outbox(10)) == 5  # the unclaimed view still lists everything
+    time.sleep(0.5)  # replica-b's lease expires (a crashed indexer)
+    taken_over = a.claim_outbox(10, owner="replica-c", lease_s=60)
+    assert [i.record_id for i in taken_over] == ids[3:]
+    b.outbox_done(second)  # the late holder's done still removes the rows it indexed (same seq)
+    a.outbox_done(first)
+    assert a.outbox_count() == 0
+    with pytest.raises(JournalError, match="owner"):
+        a.claim_outbox(1, owner="", lease_s=1)
+    with pytest.raises(JournalError, match="lease_s"):
+        a.claim_outbox(1, owner="x", lease_s=0)
+
+
+def test_requeue_keeps_the_lease_so_a_delete_waits_for_the_upsert(backend: Backend) -> None:
+    indexer, other, app = backend.journal(), backend.journal(), backend.journal()
+    ns_id = _ns(app)
+    [rid] = app.add_records(ns_id, [NewRecord("turn", "soon forgotten")])
+    [upsert] = indexer.claim_outbox(10, owner="indexer", lease_s=60)
+    assert upsert.op == "upsert"
+    app.delete_records([rid])  # forget while the upsert is in flight
+    assert other.claim_outbox(10, owner="other", lease_s=60) == []  # nobody takes the delete meanwhile
+    [pending] = app.outbox(10)
+    assert (pending.op, pending.seq > upsert.seq) == ("delete", True)
+    indexer.outbox_done([upsert])  # stale: the row stays, the lease is released
+    [delete] = other.claim_outbox(10, owner="other", lease_s=60)
+    assert (delete.record_id, delete.op) == (rid, "delete")
+    other.outbox_done([delete])
+    assert app.outbox_count() == 0
+
+
+def test_outbox_failed_is_per_item_and_releases_the_lease(journal: Journal) -> None:
+    ns_id = _ns(journal)
+    ids = journal.add_records(ns_id, [NewRecord("turn", f"row {i}") for i in range(3)])
+    claimed = journal.claim_outbox(10, owner="me", lease_s=60)
+    journal.update_record(ids[2], text="changed meanwhile")
+    journal.outbox_failed([claimed[0], claimed[2]], "embedder rejected the text")
+    rows = {i.record_id: i for i in journal.outbox(10, due_only=False)}
+    assert rows[ids[0]].attempts == 1
+    assert rows[ids[2]].attempts == 0  # stale item: only its lease is released
+    assert rows[ids[1]].attempts == 0
+    # ids[0] backs off; ids[2] is claimable again (new change); ids[1] is still leased by "me".
+    assert [i.record_id for i in journal.claim_outbox(10, owner="you", lease_s=60)] == [ids[2]]
+    assert [i.record_id for i in journal.claim_outbox(10, owner="you", lease_s=60, due_only=False)] == [ids[0]]
+    assert journal.outbox_error([ns_id]) == "embedder rejected the text"
+    assert journal.outbox_error([_ns(journal, "clean")]) is None
+
+
+def test_concurrent_claimers_take_each_item_once(backend: Backend) -> None:
+    journals = [backend.journal() for _ in range(4)]
+    ns_id = _ns(journals[0])
+    ids = journals[0].add_records(ns_id, [NewRecord("turn", f"row {i}") for i in range(120)])
+    taken: list[list[int]] = [[] for _ in journals]
+    errors: list[BaseException] = []
+
+    def work(n: int) -> None:
+        try:
+            while items := journals[n].claim_outbox(7, owner=f"replica-{n}", lease_s=60):
+                taken[n] += [i.record_id for i in items]
+                journals[n].outbox_done(items)
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(len(journals))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    everything = [rid for part in taken for rid in part]
+    assert sorted(everything) == ids  # each exactly once
+    assert journals[0].outbox_count() == 0
+
+
+def test_pending_records_and_counts_per_namespace(journal: Journal) -> None:
+    mine, theirs = _ns(journal, "mine"), _ns(journal, "theirs")
+    a, b, c = journal.add_records(mine, [NewRecord("turn", t) for t in ("alpha", "beta", "gamma")])
+    journal.add_records(theirs, [NewRecord("turn", "delta")])
+    assert [r.id for r in journal.pending_records([mine], 10)] == [a, b, c]
+    assert [r.id for r in journal.pending_records([mine], 2)] == [b, c]  # the newest
+    assert journal.pending_records([], 10) == []
+    assert journal.outbox_count([mine]) == 3
+    assert journal.outbox_count([theirs]) == 1
+    assert journal.outbox_count([mine, theirs]) == journal.outbox_count() == 4
+    journal.outbox_done([i for i in journal.outbox(10) if i.record_id == a])
+    journal.delete_records([c])  # a pending delete is not a pending record
+    assert [r.id for r in journal.pending_records([mine], 10)] == [b]
+    assert journal.outbox_count([mine]) == 2  # b's upsert and c's delete still count for the session
+
+
+# --- erasure --------------------------------------------------------------------------------------
+
+
+def test_compact_and_residue_after_erase(journal: Journal) -> None:
+    needle = "zanzibar-quokka-4417"
+    ns_id = _ns(journal, "secret", "erased-user")
+    _append(journal, ns_id, [make_message("user", f"my code word is {needle}")])
+    journal.add_records(ns_id, [NewRecord("fact", f"code word {needle}")])
+    with journal.write(ns_id) as tx:
+        tx.set_summary(f"user said {needle}", 4, 0)
+    assert journal.residue([needle])[needle] >= 3
+    journal.delete_namespaces([ns_id])
+    assert journal.compact() is True
+    assert journal.residue([needle, "erased-user"]) == {needle: 0, "erased-user": 0}
+    with pytest.raises(JournalError, match="non-empty"):
+        journal.residue([""])
+
+
+# --- bad inputs -----------------------------------------------------------------------------------
+
+
+def test_non_integer_schema_version_is_a_typed_error(backend: Backend) -> None:
+    backend.journal().close()
+    backend.set_schema_version("three")
+    with pytest.raises(SchemaVersionError, match=r"'three'.*not an integer"):
+        backend.open()
+
+
+def test_a_pasted_document_as_query_or_record_does_not_break_search(journal: Journal) -> None:
+    """~20k distinct words (700 KB): PostgreSQL's parser overflowed its stack on such a query."""
+    rng = random.Random(7)
+    words = sorted({"".join(rng.choices(string.ascii_lowercase, k=rng.randint(6, 12))) for _ in range(21_000)})
+    document = " ".join(words[:20_000])
+    ns_id = _ns(journal)
+    [big] = journal.add_records(ns_id, [NewRecord("turn", document)])
+    [small] = journal.add_records(ns_id, [NewRecord("turn", f"notes about {words[5]} and kayaks")])
+    assert {h.record_id for h in journal.keyword_search(document, [ns_id], 5)} >= {big}
+    assert [h.record_id for h in journal.keyword_search("kayaks", [ns_id], 5)] == [small]
+    assert len(search_terms(document)) == MAX_QUERY_TERMS

@@ -148,8 +148,7 @@ _OLD_MIGRATIONS: tuple[str, ...] = (
 #  - namespaces gets AUTOINCREMENT (a table rebuild): an erased namespace's id is never handed out
 #    again, so a stale handle can never reach a session created later;
 #  - state.version, the session version stamp; messages.key, the idempotency key;
-#  - the keyword index holds only the text: the per-namespace scope terms it also held were
-#    searchable words ("S3 bucket" matched every record of namespace 3); scope is a join now;
+#  - (the keyword index keeps its scope column: see fts_query for why it is safe and kept);
 #  - the outbox learns each row's namespace (per-session counts, pending records) and leases
 #    (owner, claimed_until) for many indexers; seq comes from a counter that never goes back.
 V4_SQL = """
@@ -166,25 +165,6 @@ ALTER TABLE namespaces_v4 RENAME TO namespaces;
 ALTER TABLE state ADD COLUMN version INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE messages ADD COLUMN key TEXT;
 CREATE UNIQUE INDEX messages_key ON messages (ns, key) WHERE key IS NOT NULL;
-DROP TRIGGER records_ai;
-DROP TRIGGER records_ad;
-DROP TRIGGER records_au;
-DROP TABLE records_fts;
-ALTER TABLE records DROP COLUMN scope_terms;
-CREATE VIRTUAL TABLE records_fts USING fts5(
-    text, content='records', content_rowid='id', tokenize='porter unicode61 remove_diacritics 2'
-);
-CREATE TRIGGER records_ai AFTER INSERT ON records BEGIN
-    INSERT INTO records_fts (rowid, text) VALUES (new.id, new.text);
-END;
-CREATE TRIGGER records_ad AFTER DELETE ON records BEGIN
-    INSERT INTO records_fts (records_fts, rowid, text) VALUES ('delete', old.id, old.text);
-END;
-CREATE TRIGGER records_au AFTER UPDATE OF text ON records BEGIN
-    INSERT INTO records_fts (records_fts, rowid, text) VALUES ('delete', old.id, old.text);
-    INSERT INTO records_fts (rowid, text) VALUES (new.id, new.text);
-END;
-INSERT INTO records_fts (records_fts) VALUES ('rebuild');
 ALTER TABLE outbox ADD COLUMN ns INTEGER;
 ALTER TABLE outbox ADD COLUMN owner TEXT;
 ALTER TABLE outbox ADD COLUMN claimed_until REAL NOT NULL DEFAULT 0;
@@ -210,7 +190,7 @@ def _migrate_to_v4(db: sqlite3.Connection) -> None:
     touched: set[int] = set()
     for source, target in merges:
         db.execute("UPDATE messages SET ns=? WHERE ns=?", (target, source))
-        db.execute("UPDATE records SET ns=? WHERE ns=?", (target, source))
+        db.execute("UPDATE records SET ns=?, scope_terms=? WHERE ns=?", (target, f"s{target}", source))
         db.execute("UPDATE outbox SET ns=? WHERE ns=?", (target, source))
         db.execute("DELETE FROM state WHERE ns=?", (source,))
         db.execute("DELETE FROM namespaces WHERE ns=?", (source,))
@@ -220,6 +200,8 @@ def _migrate_to_v4(db: sqlite3.Connection) -> None:
         db.execute("UPDATE namespaces SET user_id=?, agent_id=?, session_id=? WHERE ns=?",
                    (ns.user_id, ns.agent_id, ns.session_id, ns_id))
         touched.add(ns_id)
+    if merges:  # moved records changed scope terms, which no trigger follows
+        db.execute("INSERT INTO records_fts (records_fts) VALUES ('rebuild')")
     for ns_id in sorted(touched):
         ids = [int(r[0]) for r in db.execute("SELECT id FROM records WHERE ns=?", (ns_id,))]
         _queue(db, ids, "upsert", ns_id)
@@ -233,14 +215,28 @@ assert len(MIGRATIONS) == SCHEMA_VERSION
 DEFAULT_BUSY_TIMEOUT_S = 30.0
 
 
-def fts_query(text: str) -> str | None:
+# Up to this many namespaces, FTS5 itself narrows the search by their scope terms.
+MAX_SCOPE_TERMS = 64
+
+
+def fts_query(text: str, ns_ids: Sequence[int] = ()) -> str | None:
     """Turn free text into a safe FTS5 query: each word quoted, OR-ed (bm25 ranks the overlap).
 
-    Scope is never part of the query: keyword search filters by namespace through the
-    records table, so no internal term can be matched by what a user types.
+    The words are confined to the ``text`` column, always: the index's ``scope_terms``
+    column (one ``s<ns>`` term per record) can never be matched by what a user types, so
+    "S3 bucket" finds records about S3 buckets, not every record of namespace 3. With a
+    few ``ns_ids`` the query also requires one of their scope terms, so FTS5 ranks only
+    those sessions' matches (measured at 100k records in 1000 sessions: p50 44 ms instead
+    of 202 ms for a join that ranks every match in the journal). It is only an accelerator:
+    :meth:`SqliteJournal.keyword_search` filters by ``records.ns`` as well.
     """
     words = " OR ".join(f'"{w}"' for w in search_terms(text))
-    return words or None
+    if not words:
+        return None
+    if ns_ids and len(ns_ids) <= MAX_SCOPE_TERMS:
+        scopes = " OR ".join(f'"s{int(n)}"' for n in ns_ids)
+        return f"scope_terms : ({scopes}) AND text : ({words})"
+    return f"text : ({words})"
 
 
 def read_only_uri(path: Path, folder_writable: bool) -> str:
@@ -640,13 +636,14 @@ class SqliteJournal:
                        kinds: Sequence[str] | None = None) -> list[KeywordHit]:
         """bm25-ranked records of these namespaces matching any word of ``query``.
 
-        The namespace filter is a join on the records table, never a term of the text index.
+        The namespace filter is a join on the records table (FTS5 also narrows by scope
+        terms, a column that user words never reach: see :func:`fts_query`).
         """
-        match = fts_query(query)
+        match = fts_query(query, ns_ids)
         if not match or not ns_ids or k <= 0:
             return []
         sql = (
-            "SELECT r.id, bm25(records_fts) AS score FROM records_fts "
+            "SELECT r.id, bm25(records_fts, 1.0, 0.0) AS score FROM records_fts "
             "JOIN records r ON r.id = records_fts.rowid "
             f"WHERE records_fts MATCH ? AND r.ns IN ({','.join('?' * len(ns_ids))})"
         )
@@ -1043,11 +1040,11 @@ def _insert_records(db: sqlite3.Connection, ns_id: int, records: Sequence[NewRec
     ids = []
     for r in records:
         cur = db.execute(
-            "INSERT INTO records (ns, kind, text, message_ids, importance, pinned, tags, metadata, created_at) "
-            "VALUES (?,?,?,?,?,?,?,?,?)",
+            "INSERT INTO records (ns, kind, text, message_ids, importance, pinned, tags, metadata, created_at, "
+            "scope_terms) VALUES (?,?,?,?,?,?,?,?,?,?)",
             (ns_id, r.kind, r.text, json.dumps(list(r.message_ids)), r.importance, int(r.pinned),
              json.dumps(list(r.tags), ensure_ascii=False), json.dumps(dict(r.metadata), ensure_ascii=False),
-             r.created_at or time.time()),
+             r.created_at or time.time(), f"s{ns_id}"),
         )
         ids.append(int(cur.lastrowid or 0))
     _queue(db, ids, "upsert", ns_id)

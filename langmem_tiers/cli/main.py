@@ -191,6 +191,17 @@ def cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    from langmem_tiers.inspector.server import serve
+    from langmem_tiers.inspector.settings import InspectorSettings
+
+    _check_path(args.path)
+    serve(InspectorSettings.resolve(args.path, token=args.token, host=args.host, port=args.port, chroma=args.chroma,
+                                    read_only=args.read_only, user=args.user, vectors=not args.no_vectors,
+                                    allow_hosts=tuple(args.allow_host or ())))
+    return 0
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     from rich.console import Console
 
@@ -268,6 +279,18 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("stats", help="print a session's stats as JSON")
     session_args(p)
     p.set_defaults(func=cmd_stats)
+
+    p = sub.add_parser("serve", help="the memory inspector: a local web page and JSON API (needs [inspector])")
+    p.add_argument("--path", default=DEFAULT_PATH, help="memory folder or postgresql:// URL")
+    p.add_argument("--chroma", default=None, help="Chroma server URL, e.g. http://127.0.0.1:8000")
+    p.add_argument("--host", default="127.0.0.1", help="bind address; beyond loopback needs --token")
+    p.add_argument("--port", type=int, default=8765)
+    p.add_argument("--token", default=None, help="access token (default: $LANGMEM_TIERS_INSPECTOR_TOKEN or a new one)")
+    p.add_argument("--read-only", action="store_true", help="hide and refuse every change")
+    p.add_argument("--user", default=None, help="restrict the whole server to this user's data")
+    p.add_argument("--allow-host", action="append", help="another Host name browsers may use (repeatable)")
+    p.add_argument("--no-vectors", action="store_true", help="keyword recall only (no embedding model)")
+    p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("eval", help="evaluate recall on LoCoMo or LongMemEval")
     p.add_argument("benchmark", choices=("locomo", "longmemeval"))

@@ -823,8 +823,9 @@ class SqliteJournal:
         """Raw occurrences of each needle (UTF-8 bytes) in the journal file, its ``-wal`` and ``-shm``.
 
         What an on-disk erasure check needs: after :meth:`compact`, an erased text should be
-        found 0 times. Text stored compressed or split across pages would escape this count;
-        the journal stores text as plain UTF-8.
+        found 0 times. The journal stores text as plain UTF-8, but a long text spills into
+        overflow pages, and a copy cut by a page boundary is no longer one byte run: use short,
+        distinctive needles (a name, a code word), which a page boundary rarely cuts.
         """
         with self._lock:
             files = [self.path, self.path.with_name(self.path.name + "-wal"),

@@ -4,7 +4,8 @@ Each case builds one bad message for each surface (core dict, LangChain ``BaseMe
 LlamaIndex ``ChatMessage``) and states the expected answer there: ``"error"`` (a typed
 :class:`~langmem_tiers.errors.LangmemTiersError`, nothing written) or ``"accept"`` (documented
 handling, described in ``note``). A surface is ``None`` where the bad value cannot be
-built (the framework's own pydantic model refuses it first) or does not apply.
+built (the framework's own pydantic model refuses it first) or does not apply. Bad operations
+that are not one message (issue 13 item 14) live in :mod:`tests.reliability.bad_operations`.
 """
 
 from __future__ import annotations
@@ -113,6 +114,9 @@ CASES: tuple[Case, ...] = (
     Case("metadata with a lone surrogate", lambda: {"role": "user", "content": "x", "metadata": {"a": "\ud800"}}),
     Case("name with a lone surrogate", lambda: {"role": "user", "content": "x", "name": "\ud800"}),
     Case("created_at NaN", lambda: {"role": "user", "content": "x", "created_at": float("nan")}),
+    Case("created_at in milliseconds (JavaScript Date.now())",
+         lambda: {"role": "user", "content": "x", "created_at": 1_764_000_000_000.0},
+         note="issue 13: a millisecond stamp (year 57869) stopped LLM summaries forever; refused by range"),
     Case("empty batch", lambda: [], lambda: [], None, expect={**ERR, "langchain": "accept"},
          note="LangChain: add_messages([]) is a no-op, as BaseChatMessageHistory expects"),
 )
@@ -202,3 +206,26 @@ def main() -> None:
                     rows.append((case.name, surface, "async" if asynchronous else "sync", outcome, written,
                                  detail or case.note))
     print(markdown(rows))
+    print()
+    from tests.reliability.bad_operations import report as operations_report
+
+    op_rows = operations_report()
+    print()
+    print(counts(rows, op_rows))
+
+
+OUTCOME_WORDS = {"error": "typed error", "accept": "accepted", "untyped": "crash", "n/a": "n/a"}
+
+
+def counts(rows: list[tuple[str, str, str, str, int, str]], op_rows: list[tuple[str, str, str, str]]) -> str:
+    """One line per corpus: how many answers were typed errors, accepted (documented handling), crashes."""
+    def line(what: str, outcomes: list[str]) -> str:
+        total = {word: outcomes.count(o) for o, word in OUTCOME_WORDS.items()}
+        return (f"{what}: {len(outcomes)} answers: typed error {total['typed error']}, accepted {total['accepted']}, "
+                f"crash {total['crash']}" + (f", not applicable {total['n/a']}" if total["n/a"] else ""))
+
+    unexpected = [name for name, outcome, expect, _ in op_rows if outcome not in (expect, "n/a")]
+    return "\n".join([line("bad messages (cases x surfaces x sync/async)", [r[3] for r in rows]),
+                      line("bad operations (issue 13 item 14 and kin)", [r[1] for r in op_rows])
+                      + f"; not the expected answer: {len(unexpected)}" + (f" ({'; '.join(unexpected)})"
+                                                                            if unexpected else "")])

@@ -1,6 +1,9 @@
 """Print the bad-input corpus as a markdown table: each input, each surface, how it was answered.
 
 Run: ``.venv/bin/python tests/reliability/report_bad_inputs.py > bad_inputs.md``
+
+Then the table of bad operations (issue 13 item 14: PostgreSQL and a Chroma server are started when
+installed) and one line of counts per corpus: typed error / accepted / crash.
 """
 
 from __future__ import annotations

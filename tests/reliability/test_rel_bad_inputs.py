@@ -18,6 +18,7 @@ import pytest
 
 from langmem_tiers import ConfigError, InvalidMessageError, InvalidNamespaceError, TieredMemory, WordCounter
 from tests.reliability.bad_inputs import CASES, SURFACES, Case, _memory, markdown, run_case
+from tests.reliability.bad_operations import OP_CASES, OpCase, OpContext, run_op
 
 ROWS: list[tuple[str, str, str, str, int, str]] = []
 
@@ -148,3 +149,39 @@ def test_context_query_non_string_is_typed(tmp_path: Path) -> None:
             memory.context(query=5)  # type: ignore[arg-type]
     finally:
         memory.close()
+
+
+# --- bad operations (issue 13 item 14): each needs real stores, some a server ----------------------
+
+
+@pytest.fixture(scope="module")
+def pg_url() -> Iterator[str]:
+    from tests.support.postgres import postgres_url
+
+    with postgres_url() as url:
+        yield url
+
+
+def _op_params() -> list[Any]:
+    out = []
+    for case in OP_CASES:
+        marks: list[Any] = [pytest.mark.server] if case.needs else []
+        if case.xfail:
+            marks.append(pytest.mark.xfail(strict=True, reason=case.xfail))
+        out.append(pytest.param(case, marks=marks, id=case.name))
+    return out
+
+
+@pytest.mark.parametrize("case", _op_params())
+def test_bad_operation(case: OpCase, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    pg = request.getfixturevalue("pg_url") if "pg_url" in case.needs else None
+    chroma = None
+    if "chroma" in case.needs:
+        pytest.importorskip("chromadb")
+        from tests.support.chroma_server import chroma_server
+
+        chroma = chroma_server
+    outcome, detail = run_op(case, OpContext(tmp_path, pg, chroma))
+    print(f"\n[bad operation] {case.name}: {outcome} ({detail[:200]})")
+    assert outcome != "untyped", f"crash: {detail}"
+    assert outcome == case.expect, detail

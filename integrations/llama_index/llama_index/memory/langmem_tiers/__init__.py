@@ -5,6 +5,10 @@
 - :class:`LlamaIndexSummarizer` / :class:`LlamaIndexEmbedder`: any ``LLM`` / ``BaseEmbedding``
   as a langmem-tiers summarizer / embedder.
 - :func:`from_chat_message` / :func:`to_chat_message`: lossless message conversion.
+
+``TieredChatMemory.from_defaults`` takes the budget arguments of ``ChatMemoryBuffer`` and
+``Memory`` (``token_limit``, ``chat_history_token_ratio``, ``token_flush_size``,
+``chat_store_key``) and refuses the others by name (see ``migration``).
 """
 
 from llama_index.memory.langmem_tiers.adapters import LlamaIndexEmbedder, LlamaIndexSummarizer

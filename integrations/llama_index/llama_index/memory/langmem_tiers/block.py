@@ -40,6 +40,9 @@ class TieredMemoryBlock(BaseMemoryBlock[str]):
     With ``session_id=None`` the block follows the ``Memory``'s own session id
     (one journal namespace per ``Memory`` session); with a ``TieredMemory``
     (``TieredMemoryBlock(memory=tm)``) it is bound to that memory's session.
+    With a ``user_id``, recall also reaches the user's other sessions
+    (``MemoryConfig.recall_scope``, default ``"user"``), each hit dated and marked
+    "another conversation"; never another user's.
 
     Example:
         >>> import tempfile

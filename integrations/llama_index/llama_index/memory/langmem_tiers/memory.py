@@ -122,7 +122,7 @@ class TieredChatMemory(BaseMemory):
         return "TieredChatMemory"
 
     @classmethod
-    def from_defaults(  # type: ignore[override]
+    def from_defaults(
         cls,
         path: Optional[str | Path] = None,
         session_id: Optional[str] = None,

@@ -73,7 +73,7 @@ def budget_config(config: Optional[MemoryConfig], *, token_limit: Optional[int] 
                   chat_history_token_ratio: Optional[float] = None,
                   token_flush_size: Optional[int] = None) -> Optional[MemoryConfig]:
     """``config`` with the LlamaIndex budget arguments applied (``None`` when there are none)."""
-    given = {name: value for name, value in (("token_limit", token_limit),
+    given: Dict[str, Any] = {name: value for name, value in (("token_limit", token_limit),
                                              ("chat_history_token_ratio", chat_history_token_ratio),
                                              ("token_flush_size", token_flush_size)) if value is not None}
     if token_limit is None and config is None and llm is not None:

@@ -35,9 +35,12 @@ class TieredChatMessageHistory(BaseChatMessageHistory):
 
     Recall keyed on the question being answered: plain ``RunnableWithMessageHistory``
     reads the history before it adds the new input, so recall would be keyed on the
-    previous question. Use :class:`~langchain_langmem_tiers.TieredRunnableWithMessageHistory`
-    (same arguments), which asks each request's history for the context of that
-    request's input (:meth:`load_context`), or :meth:`context_messages` with ``query=``.
+    previous question; and it slices each run's input by the length of a second read
+    of ``messages`` after the run, which is rebuilt if the session changed meanwhile
+    (another writer, a background summary). Use
+    :class:`~langchain_langmem_tiers.TieredRunnableWithMessageHistory` (same arguments),
+    which gives each request its own view holding the context of that request's input
+    (:meth:`request_view`, :meth:`load_context`), or :meth:`context_messages` with ``query=``.
 
     Deprecation: ``BaseChatMessageHistory`` is deprecated since langchain-core 1.6.4
     and ``RunnableWithMessageHistory`` since 1.3.3 (both removed in 2.0). This class
@@ -146,7 +149,7 @@ class TieredChatMessageHistory(BaseChatMessageHistory):
 
     # --- reading --------------------------------------------------------------
 
-    @property  # type: ignore[override]
+    @property
     def messages(self) -> list[BaseMessage]:
         """The context view (rebuilt when the session changed) or the full history."""
         if self.view == "full":

@@ -127,6 +127,11 @@ class TieredMemory:
         config = config or MemoryConfig()
         journal, folder = _open_journal(path)
         try:
+            if folder is not None and chroma is None and getattr(journal, "read_only", False) and embedder is not False:
+                # A read-only folder: the embedded Chroma cannot be opened (it writes, and takes a lock
+                # file), but the journal can be read: recall is keyword-only.
+                log.warning("%s is read-only: opening for reading with keyword recall only", folder)
+                embedder = False
             store, vectors = _open_vectors(folder, embedder, chroma)
             if store is not None and vectors is not None and (chroma is None or isinstance(chroma, str)):
                 _retire_old_collection(store, journal, vectors)
@@ -511,7 +516,7 @@ class TieredMemory:
             pending_summary_messages=pending, summary_failures=state.failures,
             last_summary_error=state.last_error, records=records,
             index_pending=self.journal.outbox_count([self._ns_id]),
-            last_index_error=self.recall.last_error if self.recall else None,
+            last_index_error=self.journal.outbox_error([self._ns_id]),
         )
 
     def messages_page(self, after: int = 0, limit: int = 100) -> list[Message]:
@@ -621,8 +626,9 @@ class TieredMemory:
                 self._pending_future.result()  # a background summary of this handle finishes first
             scope = Scope(target, self.namespace)
             ns_ids = [n for n, _ in self.journal.namespaces(scope)]
+            # This handle keeps its erased id: the next write meets SessionErasedError and starts
+            # the session afresh then (not now: that would write the erased ids straight back).
             removed = len(self.journal.delete_namespaces(ns_ids))
-            self._ns_id = self.journal.namespace_id(self.namespace) or 0  # this session starts afresh
         try:
             self._drivers.run_sync(recall.flush_flow())
             if recall.store is not None and ns_ids:

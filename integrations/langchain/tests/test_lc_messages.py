@@ -50,6 +50,8 @@ CASES: list[BaseMessage] = [
         ],
     ),
     AIMessage([{"type": "text", "text": "thinking..."}], id="a4", additional_kwargs={"refusal": None}),
+    AIMessage("", id="a5"),  # empty replies occur in real logs (e.g. LongMemEval haystacks)
+    AIMessage([], id="a6"),
     ToolMessage(
         "22C", tool_call_id="c1", id="t1", name="get_weather", artifact={"raw": [22]}, status="error"
     ),
@@ -104,3 +106,25 @@ def test_tool_call_without_id_keeps_none() -> None:
 def test_legacy_function_message_is_refused() -> None:
     with pytest.raises(InvalidMessageError, match="FunctionMessage"):
         from_langchain(FunctionMessage("x", name="f"))
+
+
+def test_an_empty_reply_is_stored_as_empty_text() -> None:
+    assert from_langchain(AIMessage("", id="e")).content == ""
+
+
+def test_rows_written_with_the_old_empty_marker_still_read_as_empty() -> None:
+    # Before the journal accepted empty assistant messages, they were stored as one empty text part.
+    marker = {"langchain": {"type": "ai", "id": "e", "empty": True}}
+    old = Message("assistant", ({"type": "text", "text": ""},), metadata=marker)
+    assert to_langchain(old) == AIMessage("", id="e")
+
+
+def test_the_message_id_is_the_idempotency_key() -> None:
+    assert from_langchain(HumanMessage("hi", id="m1")).key == "m1"
+    assert from_langchain(HumanMessage("hi")).key is None
+    long_id = "x" * 300
+    key = from_langchain(HumanMessage("hi", id=long_id)).key
+    assert key is not None
+    assert key.startswith("sha256:")
+    assert len(key) <= 256
+    assert key == from_langchain(AIMessage("other", id=long_id)).key  # same id, same key

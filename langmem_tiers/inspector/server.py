@@ -15,7 +15,7 @@ from langmem_tiers.inspector.settings import InspectorSettings
 def _require_stack() -> None:
     try:
         import jinja2  # noqa: F401
-        import multipart  # noqa: F401
+        import python_multipart  # noqa: F401  (form parsing for the pages' POSTs)
         import starlette  # noqa: F401
         import uvicorn  # noqa: F401
     except ImportError as e:

@@ -23,7 +23,7 @@ demo: $(VENV)/.core-installed
 # Everything the tests need, editable, so .venv/bin/python and .venv/bin/langmem-tiers are the dev tools.
 $(VENV)/.dev-installed: $(VENV)/.core-installed pyproject.toml integrations/langchain/pyproject.toml \
 		integrations/llama_index/pyproject.toml requirements-dev.txt
-	$(BIN)/pip install --quiet -e '.[local,openai,postgres,eval]' \
+	$(BIN)/pip install --quiet -e '.[local,openai,postgres,eval,inspector]' \
 		-e 'integrations/langchain[agents,classic,chroma]' -e integrations/llama_index -r requirements-dev.txt
 	touch $@
 
@@ -37,6 +37,7 @@ typecheck: install
 
 pytest: install
 	bash scripts/ensure_postgres.sh
+	bash scripts/ensure_chromium.sh
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test: lint typecheck pytest

@@ -252,8 +252,8 @@ OP_CASES: tuple[OpCase, ...] = (
     OpCase("read-only folder opened for reading (keyword recall)", read_only_folder_keyword, "accept",
            note="reads work; writes get a typed JournalError"),
     OpCase("read-only folder opened for reading (embedded Chroma)", read_only_folder_with_vectors, "accept",
-           xfail="the Chroma folder lock file cannot be created in a read-only folder: TieredMemory.open raises "
-                 "RecallError, so nothing can be read"),
+           note="opens with keyword recall (the Chroma folder cannot be locked or written); writes get a typed "
+                "JournalError"),
     OpCase("forget() with the Chroma server down", forget_with_chroma_down, "accept", needs=("chroma",),
            note="the erase commits; vector deletes stay queued and are applied when the server is back"),
 )

@@ -40,7 +40,7 @@ USERS = ("ann", "bob", "cyd", "dee", "eve")
 TURNS = 18
 FORGETS = {0: (8, "dee"), 2: (11, "eve")}  # replica -> (turn, user it forgets before that turn)
 TOPICS = ("copper", "harbor", "violet", "ledger", "quantum", "meadow")
-LEASE_S = 4.0  # the outbox lease (default 120 s): short, so the test outlives a killed replica's claims
+LEASE_S = 10.0  # the outbox lease (default 120 s): short, so the test outlives a killed replica's claims
 CONFIG = MemoryConfig(context_tokens=400, window_tokens=80, window_low_ratio=0.6, summary_tokens=40,
                       recall_tokens=100, summary_retry_base_s=0, summary_retry_max_s=0, index_batch_size=8)
 

@@ -156,10 +156,6 @@ def test_erase_report_is_clean_after_physical_forget(embedded: dict[str, TieredM
     assert not kept.clean, "the report must see a live session's words"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "forget('user') re-creates the forgetting handle's own namespace at once "
-    "(memory.py: self._ns_id = self.journal.namespace_id(self.namespace) or 0), so the erased user id "
-    "is written back into the namespaces table and its index before anything is stored"))
 def test_erased_user_id_leaves_the_journal(embedded: dict[str, TieredMemory], tmp_path: Path) -> None:
     for key, memory in embedded.items():
         fill(memory, key)
@@ -246,9 +242,6 @@ def test_postgres_live_rows_are_clean_and_the_rest_is_reported(pg_url: str) -> N
 
 
 @pytest.mark.server
-@pytest.mark.xfail(strict=True, reason=(
-    "PostgresJournal has no residue_note: erase_report() calls the PostgreSQL journal clean without saying "
-    "that dead tuples, the WAL, replicas and backups cannot be scanned from a client"))
 def test_postgres_erase_report_names_what_it_cannot_scan(pg_url: str) -> None:
     with TieredMemory.open(pg_url, session_id="pn1", user_id="user-note-pg", embedder=False,
                            counter=WordCounter(), config=CONFIG) as memory:

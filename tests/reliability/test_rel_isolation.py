@@ -375,10 +375,6 @@ def test_index_pending_counts_only_the_sessions_own_rows(tmp_path: Path) -> None
         busy.close()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "Stats.last_index_error is RecallIndex.last_error, shared by every session of the index: a session "
-    "with nothing pending shows another session's embedding error (stats() should read "
-    "journal.outbox_error([ns_id]))"))
 def test_index_error_shows_only_the_sessions_own_failure(tmp_path: Path) -> None:
     from langmem_tiers import TieredMemory, WordCounter
     from langmem_tiers.embedders.callable import CallableEmbedder

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from langmem_tiers import ConfigError, MemoryConfig, TieredMemory
+from langmem_tiers import ConfigError, InvalidMessageError, MemoryConfig, TieredMemory
 from llama_index.core.chat_engine import SimpleChatEngine
 from llama_index.core.llms import ChatMessage, MockLLM
 from llama_index.core.memory import ChatMemoryBuffer
@@ -262,6 +262,17 @@ def test_set_with_another_history_replaces_the_messages(tmp_path) -> None:
     memory = pinned_memory(tmp_path)
     memory.set([ChatMessage(role="user", content="A fresh start.")])
     assert [m.content for m in memory.get_all()] == ["A fresh start."]
+    memory.close()
+
+
+async def test_set_with_bad_input_erases_nothing(tmp_path) -> None:
+    memory = pinned_memory(tmp_path)
+    bad: Any = [ChatMessage(role="user", content="A fresh start."), {"role": "user", "content": "a dict"}]
+    with pytest.raises(InvalidMessageError, match="ChatMessage"):
+        memory.set(bad)
+    with pytest.raises(InvalidMessageError, match="ChatMessage"):
+        await memory.aset(bad)
+    assert [m.content for m in memory.get_all()] == [m.content for m in turns(3)]
     memory.close()
 
 

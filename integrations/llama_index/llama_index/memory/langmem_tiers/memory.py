@@ -308,19 +308,21 @@ class TieredChatMemory(BaseMemory):
         replaced (``TieredMemory.clear()``, which also erases memories remembered in this session).
         """
         tiered = self.tiered
-        tail = _new_tail(messages, self.get_all())
+        converted = _convert(messages)  # refuse bad input before anything is erased
+        tail = _new_tail(converted, self.get_all())
         if tail is None:
             tiered.clear()
-            tail = _convert(messages)
+            tail = converted
         if tail:
             _add(tiered, tail)
 
     async def aset(self, messages: List[ChatMessage]) -> None:
         tiered = await self._atiered()
-        tail = _new_tail(messages, await self.aget_all())
+        converted = _convert(messages)  # refuse bad input before anything is erased
+        tail = _new_tail(converted, await self.aget_all())
         if tail is None:
             await tiered.aclear()
-            tail = _convert(messages)
+            tail = converted
         if tail:
             await _aadd(tiered, tail)
 
@@ -461,9 +463,8 @@ def _add(memory: TieredMemory, converted: List[Message]) -> None:
         memory.add_messages(retry)
 
 
-def _new_tail(messages: Sequence[ChatMessage], stored: List[ChatMessage]) -> Optional[List[Message]]:
-    """The messages ``set(messages)`` adds when ``messages`` starts with ``stored``; ``None`` when it does not."""
-    converted = _convert(messages)
+def _new_tail(converted: List[Message], stored: List[ChatMessage]) -> Optional[List[Message]]:
+    """What ``set()`` appends when ``converted`` starts with the ``stored`` history; ``None`` when it does not."""
     if len(converted) < len(stored):
         return None
     # Compare in the journal's form (JSON additional_kwargs, memory text stripped).

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -209,3 +209,119 @@ def test_openai_embedder_is_a_lazy_export() -> None:
     assert "OpenAIEmbedder" in pkg.__all__
     with pytest.raises(AttributeError):
         pkg.NoSuchThing  # noqa: B018
+
+
+# -- long texts and attributable failures ---------------------------------------------
+
+# About 340 word pieces on taxes, then about 320 on a dog: truncation to 254 keeps only taxes.
+FILLER = " ".join(f"Invoice {n} for the quarterly tax audit was archived in cabinet {n % 9}." for n in range(20))
+TAIL = " ".join(f"My dog Rex chased tennis ball number {n} across the park and brought it back." for n in range(20))
+
+
+def test_local_input_limit_is_the_models(local: LocalEmbedder) -> None:
+    assert local.max_tokens == 254  # max_seq_length 256 less [CLS] and [SEP]
+
+
+def test_local_long_text_is_split_into_pieces_that_fit(local: LocalEmbedder) -> None:
+    text = f"{FILLER} {TAIL}"
+    tokenizer = local._st().tokenizer
+    assert len(tokenizer(text, add_special_tokens=False)["input_ids"]) > 2 * local.max_tokens
+    pieces = local._split(text)
+    assert len(pieces) == 3
+    for piece, count in pieces:
+        assert len(tokenizer(piece, add_special_tokens=False)["input_ids"]) == count <= local.max_tokens
+        assert piece == piece.strip()  # cut at word boundaries
+    assert " ".join(p for p, _ in pieces).split() == text.split()  # nothing dropped
+
+
+def test_local_long_text_keeps_what_truncation_loses(local: LocalEmbedder) -> None:
+    text = f"{FILLER} {TAIL}"
+    (pooled,) = local.embed([text])
+    truncated = local._st().encode([text], normalize_embeddings=True).tolist()[0]  # what ST alone does
+    (query,) = local.embed(["a dog playing with tennis balls"])
+    assert math.isclose(math.sqrt(sum(x * x for x in pooled)), 1.0, abs_tol=1e-5)
+    assert _cos(pooled, query) > _cos(truncated, query) + 0.2
+    # The pooled vector is the token-weighted mean of its pieces' vectors, renormalized.
+    pieces = local._split(text)
+    vectors = local.embed([p for p, _ in pieces])
+    mean = [sum(v[j] * n for v, (_, n) in zip(vectors, pieces)) for j in range(384)]
+    norm = math.sqrt(sum(x * x for x in mean))
+    assert max(abs(a - b / norm) for a, b in zip(pooled, mean)) < 1e-5
+
+
+def test_local_non_string_is_named(local: LocalEmbedder) -> None:
+    from langmem_tiers.embedders.base import EmbeddingInputError
+
+    with pytest.raises(EmbeddingInputError, match="text 1") as info:
+        local.embed(["fine", None])  # type: ignore[list-item]
+    assert info.value.index == 1
+    assert isinstance(info.value, RecallError)
+
+
+def test_embed_each_isolates_a_poison_text_with_the_real_model(local: LocalEmbedder) -> None:
+    from langmem_tiers.embedders.base import EmbeddingInputError, embed_each
+
+    texts: list[object] = ["tea in the morning", 42, "a red Volvo", f"{FILLER} {TAIL}"]
+    results = embed_each(local, texts)  # type: ignore[arg-type]
+    assert isinstance(results[1], EmbeddingInputError)
+    assert results[1].index == 1
+    for i in (0, 2, 3):
+        (alone,) = local.embed([texts[i]])  # type: ignore[list-item]
+        assert max(abs(a - b) for a, b in zip(results[i], alone)) < 1e-5  # type: ignore[arg-type]
+
+
+def _poisoned(calls: list[list[str]], error: type[Exception]) -> Callable[[list[str]], list[list[float]]]:
+    def fn(texts: list[str]) -> list[list[float]]:
+        calls.append(texts)
+        if any("POISON" in t for t in texts):
+            raise error("the model refused an input")
+        return _fake(texts)
+
+    return fn
+
+
+def test_embed_each_bisects_only_on_input_errors() -> None:
+    from langmem_tiers.embedders.base import EmbeddingInputError, embed_each
+
+    texts = [f"t{i}" for i in range(16)]
+    texts[5] = texts[11] = "POISON"
+    calls: list[list[str]] = []
+
+    def refusing(batch: list[str]) -> list[list[float]]:
+        if "POISON" in batch:
+            raise EmbeddingInputError("refused")
+        return _poisoned(calls, ValueError)(batch)
+
+    results = embed_each(CallableEmbedder(refusing, dimension=3, key="k"), texts)
+    assert [i for i, r in enumerate(results) if isinstance(r, EmbeddingInputError)] == [5, 11]
+    assert results[5].index == 5  # type: ignore[union-attr]
+    assert [r for i, r in enumerate(results) if i not in (5, 11)] == _fake([t for t in texts if t != "POISON"])
+    assert sum(len(c) for c in calls) == 14  # every good text embedded once
+
+    # An outage (any other RecallError) is the whole batch's: raised, not bisected ...
+    outage_calls: list[list[str]] = []
+    emb = CallableEmbedder(_poisoned(outage_calls, ConnectionError), dimension=3, key="k")
+    with pytest.raises(RecallError, match="refused an input"):
+        embed_each(emb, texts)
+    assert len(outage_calls) == 1
+    # ... unless the caller knows this embedder cannot tell the two apart.
+    results = embed_each(emb, texts, isolate_any=True)
+    assert [i for i, r in enumerate(results) if isinstance(r, RecallError)] == [5, 11]
+
+
+async def test_aembed_each_matches_embed_each() -> None:
+    from langmem_tiers.embedders.base import EmbeddingInputError, aembed_each, embed_each
+
+    def named(batch: list[str]) -> list[list[float]]:
+        if "POISON" in batch:
+            raise EmbeddingInputError("refused", batch.index("POISON"))
+        return _fake(batch)
+
+    emb = CallableEmbedder(named, dimension=3, key="k")
+    texts = ["a", "bb", "POISON", "dddd"]
+    got = await aembed_each(emb, texts)
+    assert [type(r).__name__ for r in got] == [type(r).__name__ for r in embed_each(emb, texts)]
+    assert isinstance(got[2], EmbeddingInputError)
+    assert got[2].index == 2
+    assert got[3] == [4.0, 1.0, 0.0]
+    assert await aembed_each(emb, []) == []

@@ -8,6 +8,7 @@ import math
 import struct
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -191,3 +192,99 @@ def test_failure_in_a_later_batch_raises(server: FakeOpenAIServer, make: Make) -
 def test_bad_settings_are_refused(kwargs: dict[str, object], fragment: str) -> None:
     with pytest.raises(ConfigError, match=fragment):
         OpenAIEmbedder(api_key="sk-test", **kwargs)  # type: ignore[arg-type]
+
+
+# -- input limits and attributable failures ---------------------------------------------
+
+def _cl100k() -> object:
+    from langmem_tiers.tokens import load_encoding
+
+    return load_encoding("cl100k_base")
+
+
+def _long_text(tokens_wanted: int, seed: int = 0) -> str:
+    words = [f"w{seed}x{i % 997}" for i in range(tokens_wanted // 3)]  # 3 to 4 cl100k tokens per word
+    return " ".join(words)
+
+
+def test_long_text_is_split_within_the_model_limit(server: FakeOpenAIServer, make: Make) -> None:
+    enc: Any = _cl100k()
+    text = _long_text(20_000)
+    assert len(enc.encode(text)) > 2 * 8191
+    e = make(server, dimensions=8)
+    assert e.max_input_tokens == 8191
+    (vector,) = e.embed([text])
+    (sent,) = [b["input"] for b in server.bodies("embeddings")]
+    counts = [len(enc.encode(piece)) for piece in sent]
+    assert len(sent) == math.ceil(len(enc.encode(text)) / 8191)
+    assert max(counts) <= 8191
+    assert "".join(sent) == text  # cut at token boundaries, nothing lost
+    # The text's vector is the token-weighted mean of its pieces' vectors, renormalized.
+    mean = [sum(fake_embedding(p, 8)[j] * n for p, n in zip(sent, counts)) for j in range(8)]
+    norm = math.sqrt(sum(x * x for x in mean))
+    assert vector == pytest.approx([x / norm for x in mean], abs=1e-6)
+
+
+async def test_requests_stay_under_the_per_request_token_total(server: FakeOpenAIServer, make: Make) -> None:
+    enc: Any = _cl100k()
+    texts = [_long_text(6_000, seed=i) for i in range(45)]
+    sizes = [len(enc.encode(t)) for t in texts]
+    assert max(sizes) <= 8191
+    assert sum(sizes) > 300_000
+    e = make(server, dimensions=8)
+    vectors = await e.aembed(texts)
+    assert vectors == [fake_embedding(t, 8) for t in texts]  # each fits: sent whole, in order
+    bodies = server.bodies("embeddings")
+    assert len(bodies) >= 2
+    assert all(sum(len(enc.encode(t)) for t in b["input"]) <= 300_000 for b in bodies)
+    assert [t for b in bodies for t in b["input"]] == texts
+
+
+def test_unknown_model_sends_texts_whole_unless_told_its_limit(server: FakeOpenAIServer, make: Make) -> None:
+    text = _long_text(12_000)
+    make(server, model="my-local-model", dimensions=8).embed([text])
+    assert server.bodies("embeddings")[-1]["input"] == [text]
+    make(server, model="my-local-model", dimensions=8, max_input_tokens=512).embed([text])
+    enc: Any = _cl100k()
+    assert max(len(enc.encode(p)) for p in server.bodies("embeddings")[-1]["input"]) <= 512
+
+
+def test_empty_text_is_named_before_sending(server: FakeOpenAIServer, make: Make) -> None:
+    from langmem_tiers.embedders.base import EmbeddingInputError
+
+    with pytest.raises(EmbeddingInputError) as info:
+        make(server, dimensions=8).embed(["a", "b", ""])
+    assert info.value.index == 2
+    assert server.requests == []
+
+
+def test_a_refused_input_is_found_and_the_rest_embedded(server: FakeOpenAIServer, make: Make) -> None:
+    from langmem_tiers.embedders.base import EmbeddingInputError, embed_each
+
+    texts = ["a", "b", "c", "poison"]
+    # The server refuses every batch holding "poison" with a 400, as OpenAI does for a bad input.
+    server.push(HTTPError(400, "'$.input' is invalid"), Vectors([fake_embedding(t, 8) for t in texts[:2]]),
+                HTTPError(400, "'$.input' is invalid"), Vectors([fake_embedding("c", 8)]),
+                HTTPError(400, "'$.input' is invalid"))
+    results = embed_each(make(server, dimensions=8), texts)
+    assert results[:3] == [fake_embedding(t, 8) for t in texts[:3]]
+    assert isinstance(results[3], EmbeddingInputError)
+    assert results[3].index == 3
+    assert [b["input"] for b in server.bodies("embeddings")] == [texts, ["a", "b"], ["c", "poison"], ["c"],
+                                                                ["poison"]]
+
+
+def test_an_outage_is_not_blamed_on_a_text(server: FakeOpenAIServer, make: Make) -> None:
+    from langmem_tiers.embedders.base import EmbeddingInputError, embed_each
+
+    server.push(HTTPError(503))
+    with pytest.raises(RecallError, match=r"InternalServerError|503") as info:
+        embed_each(make(server, dimensions=8), ["a", "b", "c"])
+    assert not isinstance(info.value, EmbeddingInputError)
+    assert len(server.requests) == 1
+
+
+def test_bad_max_input_tokens_is_refused() -> None:
+    for bad in (0, -5, True, 1.5, 10**7):
+        with pytest.raises(ConfigError, match="max_input_tokens"):
+            OpenAIEmbedder(api_key="sk-test", max_input_tokens=bad)  # type: ignore[arg-type]

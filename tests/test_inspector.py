@@ -367,7 +367,9 @@ def test_api_round_trip(serve: Callable[..., TestClient]) -> None:
     assert api(client, "forget", {**session, "target": record}).json() == {"removed": 1}
     assert api(client, "search", {**session, "query": "window seats"}).json()["hits"] == []
     assert api(client, "forget", {**session, "target": "session"}).json()["removed"] >= 1
-    assert client.get("/api/stats", params=session, headers=AUTH).json()["messages"] == 0
+    after = client.get("/api/stats", params=session, headers=AUTH)
+    # The erased session is gone (404), or held afresh and empty where the core re-creates it.
+    assert (after.status_code, after.json().get("messages", 0)) in ((404, 0), (200, 0)), after.text
 
 
 def test_openapi_schema_documents_every_endpoint(serve: Callable[..., TestClient]) -> None:

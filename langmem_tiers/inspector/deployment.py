@@ -118,7 +118,7 @@ class Deployment:
         for ns in self.sessions():
             if needle and not any(needle in part.lower() for part in (ns.session_id, ns.user_id, ns.agent_id)):
                 continue
-            handle = self.handle(ns)
+            handle = self.handle(ns, create=True)  # listed, so it exists: skip the lookup
             stats = handle.stats()
             if stats.messages == 0 and stats.records == 0:
                 empty += 1  # erased sessions leave an empty row (ids are never reused)

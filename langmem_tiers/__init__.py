@@ -17,8 +17,10 @@ from langmem_tiers.errors import (
     MissingDependencyError,
     RecallError,
     SchemaVersionError,
+    SessionErasedError,
     SummarizerError,
     TokenizerUnavailableError,
+    VectorStoreLockedError,
 )
 from langmem_tiers.journal.base import Namespace
 from langmem_tiers.memory import Stats, TieredMemory
@@ -34,6 +36,7 @@ __all__ = [
     "ConfigError", "Context", "ExtractiveSummarizer", "InvalidMessageError", "InvalidNamespaceError",
     "JournalError", "LangmemTiersError", "MemoryClosedError", "MemoryConfig", "Message",
     "MissingDependencyError", "Namespace", "Omission", "RecallError", "RecallHit", "SchemaVersionError",
-    "Stats", "Summarizer", "SummarizerError", "SummaryRequest", "TierTokens", "TieredMemory",
-    "TiktokenCounter", "TokenCounter", "TokenizerUnavailableError", "ToolCall", "WordCounter",
+    "SessionErasedError", "Stats", "Summarizer", "SummarizerError", "SummaryRequest", "TierTokens",
+    "TieredMemory", "TiktokenCounter", "TokenCounter", "TokenizerUnavailableError", "ToolCall",
+    "VectorStoreLockedError", "WordCounter",
 ]

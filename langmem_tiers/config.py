@@ -42,6 +42,8 @@ class MemoryConfig:
             budget, or raise (``error``).
         max_message_chars: larger messages are refused with InvalidMessageError.
         index_batch_size: outbox rows embedded and written per batch.
+        index_lease_s: how long an indexer holds the rows it claimed; rows of a replica that died
+            are taken over by another after this. Keep it well above one batch's embedding time.
         recall_scope: where ``context()`` recalls from: ``"user"`` (default: every session
             of this user), ``"agent"`` (this user's sessions with this agent) or ``"session"``.
             Never another user's. A memory opened without a ``user_id`` recalls only its own
@@ -67,6 +69,7 @@ class MemoryConfig:
     oversize_policy: OversizePolicy = "truncate"
     max_message_chars: int = 1_000_000
     index_batch_size: int = 64
+    index_lease_s: float = 120.0
     recall_unit: RecallUnit = "turn"
     recall_scope: RecallScope = "user"
 
@@ -78,6 +81,9 @@ class MemoryConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ConfigError(f"{name} ({value!r}) must be an integer >= 0")
+        if isinstance(self.index_lease_s, bool) or not isinstance(self.index_lease_s, (int, float)) \
+                or not math.isfinite(self.index_lease_s) or self.index_lease_s <= 0:
+            raise ConfigError(f"index_lease_s ({self.index_lease_s!r}) must be a positive number of seconds")
         for name in ("window_low_ratio", "summary_retry_base_s", "summary_retry_max_s"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):

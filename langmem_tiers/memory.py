@@ -135,7 +135,8 @@ class TieredMemory:
             store, vectors = _open_vectors(folder, embedder, chroma)
             if store is not None and vectors is not None and (chroma is None or isinstance(chroma, str)):
                 _retire_old_collection(store, journal, vectors)
-            recall = RecallIndex(journal, store, vectors, batch_size=config.index_batch_size)
+            recall = RecallIndex(journal, store, vectors, batch_size=config.index_batch_size,
+                                 lease_s=config.index_lease_s)
             return cls(journal, namespace, config=config, counter=counter, summarizer=summarizer, recall=recall,
                        redactor=redactor)
         except BaseException:
@@ -184,7 +185,7 @@ class TieredMemory:
 
     async def aadd_messages(self, messages: Iterable[Message | Mapping[str, Any]]) -> list[Message]:
         stored, evicted = await self._drivers.run_async(self._append_flow(self._validate(messages)))
-        if self.recall is not None and not self.config.background_index:
+        if self.recall is not None and not (self.config.background_index and self.recall.vectors):
             await self._drivers.run_async(self.recall.index_flow())
         self._index_after_write(sync=False)
         if evicted:
@@ -199,10 +200,11 @@ class TieredMemory:
 
     def _index_after_write(self, sync: bool) -> None:
         """New records are embedded off the caller's path (background indexer), or inline when
-        ``background_index`` is off (the async path awaits that inline step itself)."""
+        ``background_index`` is off or recall is keyword-only (nothing to embed: the outbox rows are
+        simply done). The async path awaits that inline step itself."""
         if self.recall is None:
             return
-        if self.config.background_index:
+        if self.config.background_index and self.recall.vectors:
             self.recall.wake_indexer()
         elif sync:
             try:
@@ -583,7 +585,11 @@ class TieredMemory:
         if self.redactor is not None:
             record = replace(record, text=self.redactor(record.text))
         self._require_recall()
-        record_id = self.journal.add_records(self._ns_id, [record])[0]
+        try:
+            record_id = self.journal.add_records(self._ns_id, [record])[0]
+        except SessionErasedError:  # erased through another handle: start the session afresh, as add() does
+            self._ns_id = self.journal.namespace_id(self.namespace) or 0
+            record_id = self.journal.add_records(self._ns_id, [record])[0]
         self._index_after_write(sync=True)
         return record_id
 

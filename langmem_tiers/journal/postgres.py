@@ -243,8 +243,10 @@ class PostgresJournal:
     """
 
     # What erase_report() must say it cannot see: residue() reads live rows through SQL only.
-    residue_note = ("live rows scanned through SQL; dead tuples before VACUUM, the WAL, replicas and backups "
-                    "cannot be scanned from a client (rotate WAL and backups by your retention policy)")
+    residue_note = ("live rows scanned through SQL only: deleted rows' bytes stay in heap pages after VACUUM "
+                    "until the pages are reused or rewritten (VACUUM FULL, an exclusive lock: a maintenance "
+                    "window), and dead tuples, the WAL, replicas and backups cannot be scanned from a client "
+                    "(rotate WAL and backups by your retention policy)")
 
     def __init__(self, url: str, *, schema: str = DEFAULT_SCHEMA, min_size: int = 1, max_size: int = 8,
                  timeout_s: float = 30.0) -> None:

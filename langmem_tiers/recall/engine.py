@@ -169,7 +169,8 @@ class RecallIndex:
 
     def _index_batch(self, items: Sequence[OutboxItem]) -> Flow[dict[int, str]]:
         """Push one claimed batch to Chroma; returns the record ids that failed, with their error."""
-        store, failed = self.store, {}
+        store = self.store
+        failed: dict[int, str] = {}
         assert store is not None
         deletes = [i.record_id for i in items if i.op == "delete"]
         upserts = [i.record_id for i in items if i.op == "upsert"]
@@ -223,9 +224,9 @@ class RecallIndex:
             return {}, {r.id: halves[0][2] for r in records}
         vectors: dict[int, Any] = {}
         failed: dict[int, str] = {}
-        for half, got, half_error in halves:
-            if got is not None:
-                vectors.update(got)
+        for half, half_vectors, half_error in halves:
+            if half_vectors is not None:
+                vectors.update(half_vectors)
             else:
                 more, bad = yield from self._embed_split(half, half_error)
                 vectors.update(more)

@@ -439,3 +439,23 @@ def test_api_refuses_malformed_bodies(serve: Callable[..., TestClient]) -> None:
                       headers=AUTH).status_code == 400
     assert client.get("/api/nothing", headers=AUTH).status_code == 404
     assert client.get("/api/add", headers=AUTH).status_code == 405
+
+
+# --- the tokens-per-tier plot ------------------------------------------------------------------------
+
+def test_plot_stacks_tokens_by_tier_and_estimates_unsampled_messages() -> None:
+    from langmem_tiers.inspector.views import render_plot, tier_of
+
+    assert [tier_of(i, cursor=3, window_start=6) for i in (1, 3, 4, 5, 6, 9)] == \
+        ["summarized", "summarized", "pending", "pending", "window", "window"]
+    exact = render_plot([("summarized", 10), ("pending", 20), ("window", 30)])
+    assert "summarized (10 tokens)" in exact
+    assert "pending (20 tokens)" in exact
+    assert "window (30 tokens)" in exact
+    assert "estimated" not in exact
+    # One slice per message here; with sampling, an uncounted message takes its slice's counted mean.
+    many = [("summarized", 8 if i % 2 == 0 else -1) for i in range(240)] + [("window", 5)] * 120
+    sampled = render_plot(many, sampled=True)
+    assert "summarized (1920 tokens)" in sampled  # 240 messages x 8 tokens
+    assert "window (600 tokens)" in sampled
+    assert "360 messages, oldest to newest (tokens estimated from a sample)" in sampled

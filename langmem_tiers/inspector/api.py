@@ -134,7 +134,7 @@ class Api:
         target = data.get("target")
         valid = (isinstance(target, int) and not isinstance(target, bool) and target > 0) or \
             target in ("session", "user", "agent")
-        if not valid:
+        if not valid or not isinstance(target, (int, str)):
             raise ApiError(400, "bad_field", f"target ({target!r:.40}) must be a record id (a positive integer), "
                            "'session', 'user' or 'agent'")
         removed = await run_in_threadpool(memory.forget, target)

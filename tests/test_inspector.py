@@ -459,3 +459,45 @@ def test_plot_stacks_tokens_by_tier_and_estimates_unsampled_messages() -> None:
     assert "summarized (1920 tokens)" in sampled  # 240 messages x 8 tokens
     assert "window (600 tokens)" in sampled
     assert "360 messages, oldest to newest (tokens estimated from a sample)" in sampled
+
+
+def test_serve_command_prints_the_url_with_its_token(folder: Path, tmp_path: Path) -> None:
+    """The real command: a process that binds, prints http://127.0.0.1:PORT/?token=..., and answers it."""
+    import os
+    import shutil
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    path = tmp_path / "memory"
+    shutil.copytree(folder, path)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if k != "LANGMEM_TIERS_INSPECTOR_TOKEN"}
+    process = subprocess.Popen([sys.executable, "-m", "langmem_tiers.cli.main", "serve", "--path", str(path),
+                                "--port", str(port), "--no-vectors"], stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert process.stderr is not None
+        lines = [process.stderr.readline() for _ in range(2)]
+        url = lines[1].split("open ", 1)[1].strip()
+        assert url.startswith(f"http://127.0.0.1:{port}/?token=")
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(url.replace("/?", "/api/sessions?"), timeout=5) as response:
+                    sessions = json.loads(response.read())["sessions"]
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        assert {"session_id": "demo", "user_id": "demo-user", "agent_id": None} in sessions
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/api/sessions", timeout=5)
+        assert refused.value.code == 401
+    finally:
+        process.terminate()
+        process.wait(timeout=30)

@@ -80,7 +80,8 @@ class Pages:
         page = views.timeline(memory, after, self.settings.page_size, recalled)
         return self.render(request, "session.html", ns=ns, page=page, result=result, query=query,
                            memories=views.memories(memory), tier_labels=views.TIER_LABELS,
-                           plot_query=session_query(ns, v=page.version))
+                           plot_query=session_query(ns, v=page.version),
+                           stats_fields=[(k, v) for k, v in vars(page.stats).items() if k != "session"])
 
     def plot(self, request: Request) -> Response:
         memory = self.deployment.handle(self._ns(request))

@@ -501,3 +501,26 @@ def test_serve_command_prints_the_url_with_its_token(folder: Path, tmp_path: Pat
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+def test_anonymous_and_agent_sessions_open_in_the_pages(serve: Callable[..., TestClient]) -> None:
+    client = serve()
+    for session in ({"session_id": "anon-1"}, {"session_id": "with-agent", "user_id": "dora", "agent_id": "bot"}):
+        assert api(client, "add", {**session, "messages": [{"role": "user", "content": "Tea, no sugar."}]}) \
+            .status_code == 200
+    index = client.get("/", headers=AUTH).text
+    assert "/session?session=anon-1" in index
+    assert "/session?session=with-agent&amp;user=dora&amp;agent=bot" in index
+    assert "Tea, no sugar." in client.get("/session?session=anon-1", headers=AUTH).text
+    assert "Tea, no sugar." in client.get("/session?session=with-agent&user=dora&agent=bot", headers=AUTH).text
+    # The same session id under another user or agent is another session.
+    assert client.get("/session?session=with-agent&user=dora", headers=AUTH).status_code == 404
+    assert client.get("/session?session=anon-1&user=", headers=AUTH).status_code == 400
+
+
+def test_a_non_loopback_bind_accepts_its_own_address_only(folder: Path) -> None:
+    settings = InspectorSettings.resolve(str(folder), host="192.0.2.7", token=TOKEN)
+    assert settings.host_allowed("192.0.2.7:8765")
+    assert settings.host_allowed("localhost:8765")
+    assert not settings.host_allowed("evil.example:8765")
+    assert settings.url() == f"http://192.0.2.7:8765/?token={TOKEN}"

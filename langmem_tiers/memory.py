@@ -753,19 +753,23 @@ class TieredMemory:
 
     # --- lifecycle ------------------------------------------------------------
 
-    def clear(self) -> None:
-        """Erase this session: messages, summary, records (and their vectors)."""
+    def clear(self, *, keep_memories: bool = False) -> None:
+        """Erase this session: messages, summary, records (and their vectors).
+
+        ``keep_memories=True`` keeps the explicit memories stored with ``remember()`` (for
+        adapters that replace a chat history, such as ``history.messages = [...]``).
+        """
         self._check_open()
         if self._pending_future is not None:
             self._pending_future.result()
-        self.journal.clear_session(self._ns_id)
+        self.journal.clear_session(self._ns_id, keep_memories=keep_memories)
         if self.recall is not None:
             self._drivers.run_sync(self.recall.flush_flow())
 
-    async def aclear(self) -> None:
+    async def aclear(self, *, keep_memories: bool = False) -> None:
         import asyncio
 
-        await asyncio.to_thread(self.clear)
+        await asyncio.to_thread(self.clear, keep_memories=keep_memories)
 
     def close(self) -> None:
         """Wait for background work, then release the journal. Idempotent."""

@@ -165,3 +165,15 @@ def test_context_is_budgeted_across_sessions(tmp_path: Path) -> None:
         assert ctx.recalled
         assert ctx.tokens.recall <= SMALL_CONFIG.recall_tokens
         assert ctx.tokens.total <= SMALL_CONFIG.context_tokens
+
+
+def test_clear_keeping_memories_replaces_the_history_only(tmp_path: Path) -> None:
+    with open_session(tmp_path, "s1", "ada") as memory:
+        memory.remember("Allergic to peanuts", kind="fact", pinned=True)
+        short_conversation(memory, "My cat is called Miso.", time.time())
+        memory.clear(keep_memories=True)
+        assert memory.messages() == []
+        assert memory.context().pinned == ("Allergic to peanuts",)
+        assert not memory.search("Miso", k=3)
+        memory.clear()
+        assert memory.context().pinned == ()

@@ -279,3 +279,28 @@ def test_read_only_journal_that_needs_migrating_says_so(tmp_path: Path) -> None:
     _create_v3(path)
     with pytest.raises(JournalError, match="needs migrating to 4, but it can only be read here"):
         SqliteJournal(path, read_only=True)
+
+
+def test_v3_langchain_ids_become_idempotency_keys(tmp_path: Path) -> None:
+    """Messages the LangChain adapter stored before keys existed keep their LangChain id as key,
+    so a thread restored from a checkpointer after the upgrade is not journaled twice."""
+    path = tmp_path / "journal.sqlite3"
+    _create_v3(path)
+    long_id = "x" * 300
+    db = sqlite3.connect(path)
+    with db:
+        db.executemany("INSERT INTO messages (ns, role, content, metadata, created_at, tokens, tokens_key) "
+                       "VALUES (?, 'user', '\"hi\"', ?, 9.0, 1, 'k')",
+                       [(2, json.dumps({"langchain": {"id": "run-1"}})),
+                        (2, json.dumps({"langchain": {"id": "run-1"}})),  # an old duplicate: first keeps the key
+                        (2, json.dumps({"langchain": {"id": long_id}})),
+                        (2, json.dumps({"other": 1}))])
+    db.close()
+    journal = SqliteJournal(path)
+    keys = [m.key for m in journal.iter_messages(2)]
+    import hashlib
+
+    assert keys == [None, "run-1", None, "sha256:" + hashlib.sha256(long_id.encode()).hexdigest(), None]
+    with journal.write(2) as tx:
+        assert set(tx.messages_by_key(["run-1"])) == {"run-1"}
+    journal.close()

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from langmem_tiers.errors import InvalidNamespaceError, JournalError, SchemaVersionError
-from langmem_tiers.messages import Message
+from langmem_tiers.messages import MAX_KEY_CHARS, Message
 from langmem_tiers.text import query_words
 
 SCHEMA_VERSION = 4
@@ -342,7 +342,7 @@ class Journal(Protocol):
 
     def namespaces(self, scope: Scope | None = None) -> list[tuple[int, Namespace]]: ...
 
-    def clear_session(self, ns_id: int) -> list[int]: ...
+    def clear_session(self, ns_id: int, keep_memories: bool = False) -> list[int]: ...
 
     def erase_messages(self, ns_id: int, message_ids: Sequence[int]) -> list[int]:
         """Erase messages of a session, the records made from them, and a summary that covered them."""
@@ -421,3 +421,38 @@ class Journal(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+def legacy_message_keys(rows: Iterable[tuple[int, int, str | None]]) -> list[tuple[str, int]]:
+    """Idempotency keys for messages stored before keys existed: ``(key, message id)`` pairs.
+
+    The LangChain adapter kept each message's LangChain id in ``metadata["langchain"]["id"]``
+    and de-duplicated by scanning; it now passes the id as the key. Without this backfill, an
+    agent thread restored from a checkpointer after the upgrade would be journaled a second
+    time. The key is the id, or ``"sha256:" + hex`` of an id longer than the key limit (as the
+    adapter computes it); the first message of a namespace with a given key keeps it.
+
+    Args:
+        rows: ``(message id, namespace id, metadata JSON or None)``, in message id order.
+    """
+    import hashlib
+    import json
+
+    seen: set[tuple[int, str]] = set()
+    out: list[tuple[str, int]] = []
+    for message_id, ns_id, raw in rows:
+        if not raw or '"langchain"' not in raw:
+            continue
+        try:
+            lc = json.loads(raw).get("langchain")
+        except ValueError:
+            continue
+        original = lc.get("id") if isinstance(lc, dict) else None
+        if not isinstance(original, str) or not original:
+            continue
+        key = original if len(original) <= MAX_KEY_CHARS else \
+            "sha256:" + hashlib.sha256(original.encode("utf-8", "surrogatepass")).hexdigest()
+        if (ns_id, key) not in seen:
+            seen.add((ns_id, key))
+            out.append((key, message_id))
+    return out

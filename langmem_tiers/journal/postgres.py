@@ -38,6 +38,7 @@ from langmem_tiers.journal.base import (
     WindowEntry,
     check_claim,
     erased_message,
+    legacy_message_keys,
     nfc_merge_plan,
     parse_schema_version,
     search_terms,
@@ -170,6 +171,10 @@ def _migrate_to_v4(conn: Conn) -> None:
         ids = [int(r[0]) for r in conn.execute("SELECT id FROM records WHERE ns=%s", (ns_id,)).fetchall()]
         _queue(conn, ids, "upsert", ns_id)
     _bump(conn, sorted(touched))
+    rows = conn.execute("SELECT id, ns, metadata FROM messages WHERE key IS NULL "
+                        "AND metadata LIKE '%%\"langchain\"%%' ORDER BY id").fetchall()
+    for key, message_id in legacy_message_keys(rows):
+        conn.execute("UPDATE messages SET key=%s WHERE id=%s", (key, message_id))
 
 
 MIGRATIONS: tuple[str | Callable[[Conn], None], ...] = (*_OLD_MIGRATIONS, _migrate_to_v4)
@@ -454,15 +459,16 @@ class PostgresJournal:
                 row = conn.execute("SELECT count(*) FROM messages WHERE ns=%s", (ns_id,)).fetchone()
         return int(row[0]) if row else 0
 
-    def clear_session(self, ns_id: int) -> list[int]:
+    def clear_session(self, ns_id: int, keep_memories: bool = False) -> list[int]:
         """Delete a session's messages, summary and records; returns the record ids removed.
 
         The session row stays; ``summary_version`` and ``version`` grow (never reset), so a
         summary computed before the clear is recognized as stale by its version.
+        ``keep_memories`` keeps explicit memories that no message produced (``remember()``).
         """
         with self._txn() as conn:
             _lock_session(conn, ns_id)
-            record_ids = _delete_ns_content(conn, ns_id)
+            record_ids = _delete_ns_content(conn, ns_id, keep_memories)
             conn.execute(
                 "UPDATE state SET window_start=0, summary='', summary_tokens=0, summary_cursor=0, "
                 "summary_version=summary_version+1, failures=0, last_error=NULL, retry_at=0, "
@@ -1052,8 +1058,10 @@ def _delete_records(conn: Conn, ids: Sequence[int]) -> int:
     return len(owners)
 
 
-def _delete_ns_content(conn: Conn, ns_id: int) -> list[int]:
-    ids = [int(r[0]) for r in conn.execute("SELECT id FROM records WHERE ns=%s ORDER BY id", (ns_id,)).fetchall()]
+def _delete_ns_content(conn: Conn, ns_id: int, keep_memories: bool = False) -> list[int]:
+    keep = " AND (kind='turn' OR message_ids != '[]')" if keep_memories else ""
+    ids = [int(r[0]) for r in conn.execute(f"SELECT id FROM records WHERE ns=%s{keep} ORDER BY id",
+                                           (ns_id,)).fetchall()]
     _delete_records(conn, ids)
     conn.execute("DELETE FROM messages WHERE ns=%s", (ns_id,))
     return ids

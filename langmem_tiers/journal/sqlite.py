@@ -35,6 +35,7 @@ from langmem_tiers.journal.base import (
     WindowEntry,
     check_claim,
     erased_message,
+    legacy_message_keys,
     nfc_merge_plan,
     parse_schema_version,
     search_terms,
@@ -206,6 +207,9 @@ def _migrate_to_v4(db: sqlite3.Connection) -> None:
         ids = [int(r[0]) for r in db.execute("SELECT id FROM records WHERE ns=?", (ns_id,))]
         _queue(db, ids, "upsert", ns_id)
     _bump(db, sorted(touched))
+    rows = db.execute("SELECT id, ns, metadata FROM messages WHERE key IS NULL AND metadata LIKE '%\"langchain\"%' "
+                      "ORDER BY id").fetchall()
+    db.executemany("UPDATE messages SET key=? WHERE id=?", legacy_message_keys(rows))
 
 
 MIGRATIONS: tuple[str | Callable[[sqlite3.Connection], None], ...] = (*_OLD_MIGRATIONS, _migrate_to_v4)
@@ -552,14 +556,15 @@ class SqliteJournal:
                 return int(db.execute("SELECT count(*) FROM messages").fetchone()[0])
             return int(db.execute("SELECT count(*) FROM messages WHERE ns=?", (ns_id,)).fetchone()[0])
 
-    def clear_session(self, ns_id: int) -> list[int]:
+    def clear_session(self, ns_id: int, keep_memories: bool = False) -> list[int]:
         """Delete a session's messages, summary and records; returns the record ids removed.
 
         The session row stays; ``summary_version`` and ``version`` grow (never reset), so a
         summary computed before the clear is recognized as stale by its version.
+        ``keep_memories`` keeps explicit memories that no message produced (``remember()``).
         """
         with self._txn() as db:
-            record_ids = _delete_ns_content(db, ns_id)
+            record_ids = _delete_ns_content(db, ns_id, keep_memories)
             db.execute("UPDATE state SET window_start=0, summary='', summary_tokens=0, summary_cursor=0, "
                        "summary_version=summary_version+1, failures=0, last_error=NULL, retry_at=0, "
                        "version=version+1 WHERE ns=?", (ns_id,))
@@ -1101,8 +1106,9 @@ def _delete_records(db: sqlite3.Connection, ids: Sequence[int]) -> int:
     return removed
 
 
-def _delete_ns_content(db: sqlite3.Connection, ns_id: int) -> list[int]:
-    ids = [int(r[0]) for r in db.execute("SELECT id FROM records WHERE ns=?", (ns_id,))]
+def _delete_ns_content(db: sqlite3.Connection, ns_id: int, keep_memories: bool = False) -> list[int]:
+    keep = " AND (kind='turn' OR message_ids != '[]')" if keep_memories else ""
+    ids = [int(r[0]) for r in db.execute(f"SELECT id FROM records WHERE ns=?{keep}", (ns_id,))]
     _delete_records(db, ids)
     db.execute("DELETE FROM messages WHERE ns=?", (ns_id,))
     return ids

@@ -169,15 +169,16 @@ class TieredChatMessageHistory(BaseChatMessageHistory):
     def messages(self, messages: Sequence[BaseMessage]) -> None:
         """Replace the session's messages, as ``InMemoryChatMessageHistory.messages = [...]`` does.
 
-        The session is cleared (messages, summary and every record of this session,
-        explicit ``remember()`` memories included) and ``messages`` are added as one batch.
+        The session's messages, summary and turn records are cleared (explicit ``remember()``
+        memories stay: ``TieredMemory.clear(keep_memories=True)``) and ``messages`` are added
+        as one batch.
         The new messages are converted (and so validated) before anything is erased; if
         the journal refuses the batch, the previous messages are put back and the error
         is raised.
         """
         converted = messages_from_langchain(messages)
         previous = self.memory.messages()
-        self.memory.clear()
+        self.memory.clear(keep_memories=True)
         try:
             if converted:
                 self.memory.add_messages(converted)

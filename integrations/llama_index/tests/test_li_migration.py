@@ -248,8 +248,6 @@ async def test_set_with_the_history_extended_appends_and_keeps_memories(tmp_path
     memory.close()
 
 
-@pytest.mark.xfail(strict=True, reason="needs a core API that erases a session's messages but not its memories "
-                                       "(e.g. TieredMemory.clear(keep_memories=True)); reported to the lead")
 def test_set_with_another_history_keeps_the_users_pinned_memories(tmp_path) -> None:
     memory = pinned_memory(tmp_path)
     memory.set([ChatMessage(role="user", content="A fresh start.")])

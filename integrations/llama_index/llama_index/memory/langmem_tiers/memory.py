@@ -304,14 +304,15 @@ class TieredChatMemory(BaseMemory):
 
         Engines and agents pass ``chat_history=`` through here. When it starts with what the
         session already holds, only the new messages are appended: nothing is erased, and the
-        summary, recall records and the user's memories stay. Otherwise the session's journal is
-        replaced (``TieredMemory.clear()``, which also erases memories remembered in this session).
+        summary, recall records and the user's memories stay. Otherwise the session's messages,
+        summary and turn records are replaced; memories stored with ``remember()`` stay
+        (``TieredMemory.clear(keep_memories=True)``).
         """
         tiered = self.tiered
         converted = _convert(messages)  # refuse bad input before anything is erased
         tail = _new_tail(converted, self.get_all())
         if tail is None:
-            tiered.clear()
+            tiered.clear(keep_memories=True)
             tail = converted
         if tail:
             _add(tiered, tail)
@@ -321,7 +322,7 @@ class TieredChatMemory(BaseMemory):
         converted = _convert(messages)  # refuse bad input before anything is erased
         tail = _new_tail(converted, await self.aget_all())
         if tail is None:
-            await tiered.aclear()
+            await tiered.aclear(keep_memories=True)
             tail = converted
         if tail:
             await _aadd(tiered, tail)

@@ -36,6 +36,16 @@ def unit_kind(result: dict[str, Any]) -> str:
     return str(cfg.get("unit_kind") or UNIT_KINDS.get(str(cfg.get("retriever")), "?"))
 
 
+def label(result: dict[str, Any]) -> str:
+    """The retriever's name, with the ``--config`` overrides of ours when there were any."""
+    cfg = result.get("config", {})
+    name = str(cfg.get("retriever", "?"))
+    overrides = cfg.get("overrides") or {}
+    if overrides:
+        name += " (" + ", ".join(f"{k}={v}" for k, v in overrides.items()) + ")"
+    return name
+
+
 def _ordered(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     def key(item: tuple[int, dict[str, Any]]) -> tuple[str, int, int, int]:
         n, r = item
@@ -77,7 +87,7 @@ def comparison_rows(results: Sequence[dict[str, Any]]) -> tuple[list[str], list[
         rows.append(
             [
                 str(r.get("benchmark", "?")),
-                str(cfg.get("retriever", "?")),
+                label(r),
                 unit_kind(r),
                 fmt(per_unit, 2),
                 str(cfg.get("layout") or "-"),
@@ -114,7 +124,7 @@ def by_group_markdown(results: Sequence[dict[str, Any]], metric: str) -> str:
     for r in results:
         table = r.get("by_category") or r.get("by_type") or {}
         cells = [table.get(g, {}).get(metric) for g in groups] + [r["overall"].get(metric)]
-        lines.append("| " + " | ".join([str(r.get("config", {}).get("retriever", "?")), unit_kind(r),
+        lines.append("| " + " | ".join([label(r), unit_kind(r),
                                          *("-" if v is None else f"{v:.3f}" for v in cells)]) + " |")
     return "\n".join(lines) + "\n"
 

@@ -248,7 +248,8 @@ def test_paging_walks_a_session_without_gaps(serve: Callable[..., TestClient]) -
     _login(client)
     total = client.get("/api/stats", params=DEMO, headers=AUTH).json()["messages"]
     seen: list[int] = []
-    url = "/session?session=demo&user=demo-user&after=0"
+    starts: list[int] = []
+    last = url = "/session?session=demo&user=demo-user&after=0"
     pages = 0
     while url:
         page = client.get(url).text
@@ -256,10 +257,21 @@ def test_paging_walks_a_session_without_gaps(serve: Callable[..., TestClient]) -
                for part in [part.split(' id="m', 1)[1]]]
         assert len(ids) <= 40
         seen += ids
+        starts.append(ids[0])
+        last = url
         pages += 1
         nxt = page.split('id="next-page" href="', 1)
         url = nxt[1].split('"', 1)[0].replace("&amp;", "&") if len(nxt) > 1 else ""
     assert pages == -(-total // 40) > 1
+    # ... and back: "previous" from the last page retraces the same pages.
+    back: list[int] = []
+    url = last
+    while url:
+        page = client.get(url).text
+        back.append(int(page.split(' id="m', 1)[1].split('"', 1)[0]))
+        prev = page.split('id="prev-page" href="', 1)
+        url = prev[1].split('"', 1)[0].replace("&amp;", "&") if len(prev) > 1 else ""
+    assert back == starts[::-1]
     # Tool results are folded under their call, so the list holds every message but folded results.
     folded = client.get("/session?session=demo&user=demo-user&after=0").text.count('class="result"')
     assert seen == sorted(set(seen))
@@ -524,3 +536,22 @@ def test_a_non_loopback_bind_accepts_its_own_address_only(folder: Path) -> None:
     assert settings.host_allowed("localhost:8765")
     assert not settings.host_allowed("evil.example:8765")
     assert settings.url() == f"http://192.0.2.7:8765/?token={TOKEN}"
+
+
+def test_previous_page_cursor_with_interleaved_sessions(make_memory: Callable[..., TieredMemory]) -> None:
+    import itertools
+
+    from langmem_tiers.inspector.views import previous_after
+
+    a = make_memory("a")
+    b = a.for_session("b")
+    for i in range(60):  # ids of the two sessions interleave, sometimes in runs
+        (a if i % 3 else b).add("user", f"message {i}")
+    ids = [m.id or 0 for m in a.messages()]
+    for limit in (1, 7, 40):
+        pages = [ids[i:i + limit] for i in range(0, len(ids), limit)]
+        assert previous_after(a, pages[0][0], limit) is None
+        for before, page in itertools.pairwise(pages):
+            after = previous_after(a, page[0], limit)
+            assert after is not None
+            assert [m.id for m in a.messages_page(after=after, limit=limit)] == before

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import datetime as dt
 import json
 import math
@@ -50,6 +51,7 @@ class Page:
     stats: Stats
     summary: str
     version: int
+    prev_after: int | None = None
 
 
 def timeline(memory: TieredMemory, after: int | None, limit: int, recalled: frozenset[int] = frozenset()) -> Page:
@@ -75,7 +77,34 @@ def timeline(memory: TieredMemory, after: int | None, limit: int, recalled: froz
         for call in m.tool_calls:
             by_call[call.id] = item
     next_after = (messages[-1].id or 0) if more and messages else None
-    return Page(items, after, next_after, window_after, stats, memory.summary, memory.version())
+    prev_after = previous_after(memory, messages[0].id or 0, limit) if messages and after > 0 else None
+    return Page(items, after, next_after, window_after, stats, memory.summary, memory.version(), prev_after)
+
+
+def previous_after(memory: TieredMemory, first_id: int, limit: int) -> int | None:
+    """The ``after`` cursor of the page before the one starting at ``first_id`` (None on the first page).
+
+    Reads forward only (the public paging): from a guess ``span`` ids back, doubled until it holds a
+    page of this session's messages or reaches the start. Message ids are shared by all sessions,
+    so a session interleaved with others needs a wider span; a lone session needs one read.
+    """
+    span = 2 * limit
+    while True:
+        guess = max(0, first_id - 1 - span)
+        before: collections.deque[int] = collections.deque(maxlen=limit)
+        cursor = guess
+        while True:
+            rows = memory.messages_page(after=cursor, limit=min(10_000, max(limit, span)))
+            ids = [m.id or 0 for m in rows]
+            before.extend(i for i in ids if i < first_id)
+            if not rows or ids[-1] >= first_id:
+                break
+            cursor = ids[-1]
+        if not before:
+            return None
+        if len(before) == limit or guess == 0:
+            return max(0, before[0] - 1) if guess > 0 or len(before) == limit else 0
+        span *= 4
 
 
 @dataclass

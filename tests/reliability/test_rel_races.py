@@ -29,7 +29,8 @@ class GatedSummarizer:
     def summarize(self, request: SummaryRequest) -> str:
         self.started.set()
         assert self.gate.wait(30), "the test never opened the gate"
-        words = " ".join(m.text for m in request.messages).split()
+        # Folds the previous summary in first, as a real LLM keeps what it summarized before.
+        words = (request.previous_summary + " " + " ".join(m.text for m in request.messages)).split()
         return " ".join(words[: request.max_tokens - 1])
 
     async def asummarize(self, request: SummaryRequest) -> str:
@@ -98,7 +99,7 @@ def test_forgetting_a_turn_erases_its_messages_and_the_summary_that_covered_it(t
 async def test_cancelled_adds_never_hold_the_lock_and_retries_never_duplicate(tmp_path: Path) -> None:
     rng = random.Random(7)
     with _open(tmp_path, None) as memory:
-        keys = [f"m{i}" for i in range(300)]
+        keys = [f"m{i}" for i in range(2000)]
         for key in keys:
             role = "user" if int(key[1:]) % 2 == 0 else "assistant"
             task = asyncio.ensure_future(memory.aadd(role, f"message {key} " + "word " * 6, key=key))

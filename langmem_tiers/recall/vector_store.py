@@ -343,7 +343,8 @@ class ChromaStore:
         self._closed = False
         try:
             with self._writing():
-                self._recover_compaction()
+                if self.folder is not None:  # only an embedded store ever compacts
+                    self._recover_compaction()
                 self._collection = self._open_collection()
         except BaseException:
             if self._lease is not None:
@@ -482,8 +483,9 @@ class ChromaStore:
     ) -> None:
         """Insert or replace rows; ``embeddings`` and ``metadatas`` have one entry per id.
 
-        ``documents=None`` stores no text in Chroma (the default path of the engine:
-        the journal holds the text). A sequence stores one document per id.
+        ``documents=None`` stores no text in Chroma (the engine's path: the journal holds
+        the text), and also drops a document an earlier upsert stored under one of these
+        ids (Chroma's own upsert would keep it). A sequence stores one document per id.
         """
         ids = _ids(ids)
         n = len(ids)
@@ -509,7 +511,17 @@ class ChromaStore:
                 }
                 if documents is not None:
                     kwargs["documents"] = list(documents[start:end])
+                else:
+                    self._drop_documents(kwargs["ids"])
                 self._call("upsert", **kwargs)
+
+    def _drop_documents(self, ids: list[str]) -> None:
+        """Delete the rows among ``ids`` that hold a document, so the upsert re-adds them without."""
+        existing = self._call("get", ids=ids, include=["documents"])
+        docs = existing.get("documents") or []
+        holding = [row_id for row_id, doc in zip(existing["ids"], docs) if doc is not None]
+        if holding:
+            self._call("delete", ids=holding)
 
     def query(self, embedding: Sequence[float], k: int, where: Mapping[str, Any]) -> list[VectorHit]:
         """The ``k`` nearest rows matching ``where``, nearest first.

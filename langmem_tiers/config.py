@@ -50,6 +50,13 @@ class MemoryConfig:
             session whatever this says.
         recall_unit: what one recall record holds: a whole evicted ``turn`` (the user
             message with the replies and tool results after it; default) or one ``message``.
+        profile_tokens: share of the budget for the profile: the user's current facts and
+            preferences (``remember()``ed and extracted), dated, most relevant to the query
+            first. ``0`` turns the profile off. Within ``context_tokens``: when the budget is
+            short the profile goes after recall and before the summary.
+        extract_memories: fold extraction into the summary call: the summarizer returns the
+            user's facts and preferences with the summary (no extra call; offline, the
+            extractive summarizer's detector does it), stored as keyed, superseding memories.
     """
 
     model: str | None = None
@@ -72,12 +79,14 @@ class MemoryConfig:
     index_lease_s: float = 120.0
     recall_unit: RecallUnit = "turn"
     recall_scope: RecallScope = "user"
+    profile_tokens: int = 300
+    extract_memories: bool = True
 
     def __post_init__(self) -> None:
         for name in ("context_tokens", "window_tokens", "summary_tokens", "summary_input_tokens",
                      "max_message_chars", "index_batch_size"):
             _positive(name, getattr(self, name))
-        for name in ("recall_tokens", "recall_k"):
+        for name in ("recall_tokens", "recall_k", "profile_tokens"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ConfigError(f"{name} ({value!r}) must be an integer >= 0")
@@ -110,6 +119,13 @@ class MemoryConfig:
                 f"{self.summary_tokens} + {self.recall_tokens}) exceed context_tokens "
                 f"({self.context_tokens}): raise context_tokens or lower one of the shares"
             )
+        if self.profile_tokens >= self.context_tokens:
+            raise ConfigError(
+                f"profile_tokens ({self.profile_tokens}) must be smaller than context_tokens "
+                f"({self.context_tokens}): lower profile_tokens (0 turns the profile off)"
+            )
+        if not isinstance(self.extract_memories, bool):
+            raise ConfigError(f"extract_memories ({self.extract_memories!r}) must be True or False")
         if self.recall_unit not in ("turn", "message"):
             raise ConfigError(f"recall_unit ({self.recall_unit!r}) must be 'turn' or 'message'")
         if self.recall_scope not in ("session", "user", "agent"):

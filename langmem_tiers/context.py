@@ -1,9 +1,11 @@
 """Context assembly: one token budget shared by every tier. Pure, no I/O.
 
 Priorities, highest first: the current user turn (always kept), pinned
-memories, the rolling summary, older window turns (newest first), recalled
-records (best first, within ``recall_tokens``). When the budget is short the
-lowest priority goes first, and every omission is reported with its reason.
+memories, the rolling summary, the profile (the user's current facts and
+preferences, best first, within ``profile_tokens``), older window turns (newest
+first), recalled records (best first, within ``recall_tokens``). When the budget
+is short the lowest priority goes first, and every omission is reported with its
+reason.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from langmem_tiers.errors import ConfigError
 from langmem_tiers.journal.base import Namespace
 from langmem_tiers.messages import Message
 from langmem_tiers.recall.hits import RecallHit
+from langmem_tiers.semantic.profile import ProfileLine
 from langmem_tiers.tokens import REPLY_PRIMING, TokenCounter
 from langmem_tiers.window import split_turns
 
@@ -25,6 +28,7 @@ MEMORY_HEADER = "Memory of this conversation (from langmem-tiers):"
 PINNED_HEADER = "Pinned facts:"
 SUMMARY_HEADER = "Summary of earlier conversation:"
 RECALL_HEADER = "Recalled from earlier conversations:"
+PROFILE_HEADER = "What the user has told you about themselves (current; dated):"
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,7 @@ class TierTokens:
     window: int
     total: int
     budget: int
+    profile: int = 0
 
 
 @dataclass(frozen=True)
@@ -65,6 +70,7 @@ class Context:
     summary: str
     truncated: tuple[int, ...] = ()
     pinned: tuple[str, ...] = ()
+    profile: tuple[ProfileLine, ...] = ()
 
     def to_openai(self) -> list[dict[str, Any]]:
         """The messages in the OpenAI chat-completions format."""
@@ -87,9 +93,10 @@ class Context:
         """A short human-readable account: tokens per tier and what was left out."""
         t = self.tokens
         lines = [
-            f"{t.total}/{t.budget} tokens: pinned {t.pinned}, summary {t.summary}, "
-            f"recall {t.recall} ({len(self.recalled)} hits), window {t.window}"
+            f"{t.total}/{t.budget} tokens: pinned {t.pinned}, profile {t.profile} ({len(self.profile)} facts), "
+            f"summary {t.summary}, recall {t.recall} ({len(self.recalled)} hits), window {t.window}"
         ]
+        lines += [f"profile: {line}" for p in self.profile for line in p.text.splitlines()]
         lines += [f"left out {o.tier} ({o.tokens} tokens): {o.reason}" for o in self.left_out]
         if self.truncated:
             lines.append(f"truncated to fit (whole in the journal): messages {list(self.truncated)}")
@@ -113,10 +120,13 @@ def assemble(
     budget: int | None = None,
     omitted: Sequence[Omission] = (),
     session: Namespace | None = None,
+    profile: Sequence[ProfileLine] = (),
 ) -> Context:
     """Fit the tiers into ``budget`` (default ``config.context_tokens``).
 
     ``session`` is the namespace asking: hits from its other sessions are labelled as such.
+    ``profile`` is the user's facts, best first (:func:`langmem_tiers.semantic.profile.profile_lines`);
+    they are kept in that order within ``config.profile_tokens``.
     """
     budget = config.context_tokens if budget is None else budget
     if budget <= REPLY_PRIMING:
@@ -130,9 +140,12 @@ def assemble(
     lines = {h.record_id: _hit_line(h, session) for h in hits}
     hits, dropped = _within_share(hits, lines, config.recall_tokens, counter)
     left_out += dropped
+    facts, dropped_facts = _profile_within_share(profile, config.profile_tokens, counter)
+    left_out += dropped_facts
     pinned_lines, summary_text = list(pinned), summary
     while True:
-        memory = _memory_message(pinned_lines, summary_text, [lines[h.record_id] for h in hits], config)
+        memory = _memory_message(pinned_lines, summary_text, [lines[h.record_id] for h in hits], config,
+                                 [p.text for p in facts])
         messages = ([memory] if memory else []) + [w.message for t in older for w in t] + [w.message for w in current]
         total = sum(counter.count_message(m) for m in messages) + REPLY_PRIMING
         if total <= budget:
@@ -142,6 +155,9 @@ def assemble(
             worst = hits[-1]
             hits = hits[:-1]
             left_out.append(Omission("recall", "over budget", counter.count_text(worst.text), (worst.record_id,)))
+        elif facts:
+            fact = facts.pop()
+            left_out.append(Omission("profile", "over budget", counter.count_text(fact.text), (fact.record_id,)))
         elif older:
             turn = older.pop(0)
             left_out.append(Omission("window", "over budget (oldest turn first)", sum(w.tokens for w in turn),
@@ -162,9 +178,10 @@ def assemble(
         window=window_tokens,
         total=total,
         budget=budget,
+        profile=counter.count_text("\n".join(p.text for p in facts)) if facts else 0,
     )
     return Context(tuple(messages), tokens, tuple(left_out), tuple(hits), summary_text, truncated,
-                   tuple(pinned_lines))
+                   tuple(pinned_lines), tuple(facts))
 
 
 def _turns(window: Sequence[WindowMessage]) -> list[list[WindowMessage]]:
@@ -237,6 +254,21 @@ def _within_share(hits: Sequence[RecallHit], lines: dict[int, str], share: int,
     return kept, dropped
 
 
+def _profile_within_share(profile: Sequence[ProfileLine], share: int,
+                          counter: TokenCounter) -> tuple[list[ProfileLine], list[Omission]]:
+    kept: list[ProfileLine] = []
+    dropped: list[Omission] = []
+    used = 0
+    for line in profile:
+        cost = counter.count_text(line.text)
+        if used + cost <= share:
+            kept.append(line)
+            used += cost
+        else:
+            dropped.append(Omission("profile", f"over the profile share ({share} tokens)", cost, (line.record_id,)))
+    return kept, dropped
+
+
 def _hit_line(hit: RecallHit, session: Namespace | None = None) -> str:
     """One recalled memory, dated (with the weekday) and, when it comes from another of the
     user's conversations, labelled so: the model can tell "last Tuesday, in another
@@ -245,6 +277,11 @@ def _hit_line(hit: RecallHit, session: Namespace | None = None) -> str:
         if hit.created_at else ""
     if session is not None and hit.namespace != session and hit.kind == "turn":
         when = f"{when}, another conversation" if when else "another conversation"
+    valid_to = hit.metadata.get("valid_to") if hit.metadata else None
+    if isinstance(valid_to, int | float):
+        # A superseded memory: the model must not take it for the current value.
+        until = dt.datetime.fromtimestamp(valid_to, dt.timezone.utc).strftime("%Y-%m-%d")
+        when = f"{when}, no longer true since {until}" if when else f"no longer true since {until}"
     label = f"[{when}] " if when else ""
     if hit.kind != "turn":
         label += f"({hit.kind}) "
@@ -252,10 +289,12 @@ def _hit_line(hit: RecallHit, session: Namespace | None = None) -> str:
 
 
 def _memory_message(pinned: Sequence[str], summary: str, hit_lines: Sequence[str],
-                    config: MemoryConfig) -> Message | None:
+                    config: MemoryConfig, profile: Sequence[str] = ()) -> Message | None:
     sections = []
     if pinned:
         sections.append(PINNED_HEADER + "\n" + "\n".join(f"- {p}" for p in pinned))
+    if profile:
+        sections.append(PROFILE_HEADER + "\n" + "\n".join(profile))
     if summary:
         sections.append(SUMMARY_HEADER + "\n" + summary)
     if hit_lines:

@@ -31,15 +31,29 @@ from langmem_tiers.errors import (
     SummarizerError,
 )
 from langmem_tiers.flow import Blocking, Drivers, Flow, Summarize
-from langmem_tiers.journal.base import Journal, Namespace, NewRecord, Scope, SessionState, WindowEntry, WriteTxn
+from langmem_tiers.journal.base import (
+    Journal,
+    Namespace,
+    NewRecord,
+    Record,
+    Scope,
+    SessionState,
+    WindowEntry,
+    WriteTxn,
+)
 from langmem_tiers.messages import Message, make_message
 from langmem_tiers.recall.engine import RecallIndex, SearchFilters
 from langmem_tiers.recall.hits import RecallHit
 from langmem_tiers.recall.units import completed_turn_records
 from langmem_tiers.redact import Redactor, redact_message
+from langmem_tiers.semantic.extract import extract_memories
+from langmem_tiers.semantic.keys import check_key
+from langmem_tiers.semantic.profile import PROFILE_KINDS, profile_lines, wants_history
+from langmem_tiers.semantic.supersede import MemoryPlan, plan_memories
+from langmem_tiers.semantic.types import ExtractedMemory, Fact, Triple
 from langmem_tiers.summarizers.base import Summarizer
 from langmem_tiers.summarizers.extractive import ExtractiveSummarizer
-from langmem_tiers.summarizers.fold import chunk_pending, fold_chunk
+from langmem_tiers.summarizers.fold import Folded, chunk_pending, fold_chunk
 from langmem_tiers.tokens import TiktokenCounter, TokenCounter
 from langmem_tiers.window import plan_window
 
@@ -327,7 +341,7 @@ class TieredMemory:
             counts = [self.counter.count_message(m) for m in pending]
             for chunk in chunk_pending(pending, counts, self.config.summary_input_tokens):
                 try:
-                    text = yield from self._fold(previous, chunk)
+                    folded = yield from self._fold(previous, chunk)
                 except Exception as e:
                     failures = state.failures + 1
                     delay = min(self.config.summary_retry_base_s * 2 ** (failures - 1), self.config.summary_retry_max_s)
@@ -339,8 +353,10 @@ class TieredMemory:
                         raise SummarizerError(f"summary failed; the evicted turns stay pending: {error}") from e
                     return
                 end = chunk[-1].id or cursor
+                text = folded.text
+                memories = self._extracted(folded, chunk)
                 try:
-                    saved = yield Blocking(lambda: self._save_summary(text, cursor, version, end))
+                    saved = yield Blocking(lambda: self._save_summary(text, cursor, version, end, memories))
                 except Exception as e:
                     if force:
                         raise
@@ -354,8 +370,33 @@ class TieredMemory:
         finally:
             self._summary_lock.release()
 
-    def _fold(self, previous: str, chunk: list[Message]) -> Flow[str]:
-        steps = fold_chunk(previous, chunk, self.config.summary_tokens, self.counter.count_text)
+    def _extracted(self, folded: Folded, chunk: list[Message]) -> list[NewRecord]:
+        """The memories to store with a folded chunk: the summarizer's, or the offline extractor's
+        when it gave none (text only, or its extraction failed: a failed extraction loses nothing)."""
+        if not self.config.extract_memories:
+            return []
+        found = folded.extracted
+        if found is None:
+            if folded.extraction_error:
+                log.info("extraction in the summary call failed (%s); extracting offline", folded.extraction_error)
+            found = tuple(extract_memories(chunk))
+        said = {m.id: m.created_at for m in chunk if m.id is not None}
+        return [self._extracted_record(m, said) for m in found if set(m.message_ids) <= set(said) and m.message_ids]
+
+    def _extracted_record(self, memory: ExtractedMemory, said: Mapping[int, float | None]) -> NewRecord:
+        # Valid from when it was said (an old turn summarized late must not supersede a newer value).
+        when = max((said[i] or 0.0 for i in memory.message_ids), default=0.0) or time.time()
+        metadata: dict[str, Any] = {"confidence": memory.confidence}
+        if memory.triple is not None:
+            metadata["triple"] = [memory.triple.subject, memory.triple.relation, memory.triple.object]
+        text = self.redactor(memory.text) if self.redactor is not None else memory.text
+        return NewRecord(kind=memory.kind, text=text, message_ids=tuple(sorted(set(memory.message_ids))),
+                         importance=round(0.4 + 0.3 * memory.confidence, 3), metadata=metadata, created_at=when,
+                         key=memory.key)
+
+    def _fold(self, previous: str, chunk: list[Message]) -> Flow[Folded]:
+        steps = fold_chunk(previous, chunk, self.config.summary_tokens, self.counter.count_text,
+                           extract=self.config.extract_memories)
         request = next(steps)
         while True:
             reply = yield Summarize(request)
@@ -373,14 +414,19 @@ class TieredMemory:
         with self._summary_lock:  # taken and released at once: safe even if nobody awaits it
             pass
 
-    def _save_summary(self, text: str, expected_cursor: int, expected_version: int, new_cursor: int) -> int | None:
-        """Save a summary only onto the state it was computed from; return its new version, or None."""
+    def _save_summary(self, text: str, expected_cursor: int, expected_version: int, new_cursor: int,
+                      memories: Sequence[NewRecord] = ()) -> int | None:
+        """Save a summary, and the memories extracted with it, in one transaction, only onto the
+        state it was computed from; return its new version, or None."""
+        ns_ids = self._user_ns_ids() if memories else []
         try:
             with self.journal.write(self._ns_id) as tx:
                 state = tx.state()
                 if (state.summary_cursor, state.summary_version) != (expected_cursor, expected_version):
                     return None
                 tx.set_summary(text, self.counter.count_text(text), new_cursor)
+                if memories:
+                    _apply_plan(tx, plan_memories(memories, tx.current_memories(ns_ids), self.namespace))
                 return tx.state().summary_version
         except SessionErasedError:
             return None
@@ -458,8 +504,34 @@ class TieredMemory:
                                                       Scope(self.config.recall_scope, self.namespace),
                                                       SearchFilters(exclude_message_ids=exclude))
                 hits = [h for h in found if not h.pinned]
+        profile = []
+        if self.config.profile_tokens:
+            records = yield Blocking(self._profile_records)
+            profile = profile_lines(records, query)
+        if hits:
+            hits = yield Blocking(lambda: self._label_past(hits))
+            # The profile states the current facts already; a superseded one is recalled only
+            # when the query asks about the past (the rule of semantic.profile.wants_history).
+            shown = {p.record_id for p in profile}
+            history = wants_history(query)
+            hits = [h for h in hits if h.record_id not in shown and (history or "valid_to" not in h.metadata)]
         return assemble(window=window, summary=state.summary, pinned=pinned, hits=hits, config=self.config,
-                        counter=self.counter, budget=budget, omitted=omitted, session=self.namespace)
+                        counter=self.counter, budget=budget, omitted=omitted, session=self.namespace,
+                        profile=profile)
+
+    def _profile_records(self) -> list[Record]:
+        return self.journal.scoped_records(self._user_ns_ids(), list(PROFILE_KINDS))
+
+    def _label_past(self, hits: Sequence[RecallHit]) -> list[RecallHit]:
+        """Superseded memories ranked below the current ones (order otherwise kept), their
+        ``metadata["valid_to"]`` set so they are labelled as past wherever they are shown."""
+        ids = [h.record_id for h in hits if h.kind != "turn"]
+        past = {r.id: r.valid_to for r in self.journal.records(ids) if r.valid_to is not None} if ids else {}
+        if not past:
+            return list(hits)
+        labelled = [replace(h, metadata={**h.metadata, "valid_to": past[h.record_id]})
+                    if h.record_id in past else h for h in hits]
+        return sorted(labelled, key=lambda h: h.record_id in past)
 
     def _snapshot(self) -> tuple[SessionState, list[WindowMessage], int]:
         with self.journal.read() as rx:
@@ -469,6 +541,12 @@ class TieredMemory:
         window = [WindowMessage(m, t if key == self.counter.key else self.counter.count_message(m))
                   for m, t, key in rows]
         return state, window, pending
+
+    def _user_ns_ids(self) -> list[int]:
+        """This user's sessions (keys and the profile are scoped to the user; without a user id,
+        to this session). This session is always in, even when created a moment ago."""
+        ids = [n for n, _ in self.journal.namespaces(Scope("user", self.namespace))]
+        return ids if self._ns_id in ids else [*ids, self._ns_id]
 
     def _recount_window(self) -> None:
         """Recount cached token counts made with another tokenizer (e.g. the model changed)."""
@@ -576,27 +654,64 @@ class TieredMemory:
         filters = SearchFilters(kinds=tuple(kinds) if kinds else None, where=where, since=since, until=until)
         hits: list[RecallHit] = yield from recall.search_flow(query, k, Scope(scope, self.namespace), filters,
                                                                      expand=expand)
+        if hits:
+            hits = yield Blocking(lambda: self._label_past(hits))
         return hits
 
     def remember(self, text: str, kind: str = "fact", *, importance: float = 0.5, pinned: bool = False,
-                 tags: Sequence[str] = (), metadata: Mapping[str, Any] | None = None) -> int:
-        """Store an explicit memory (fact, preference, event, skill, ...) and return its record id."""
+                 tags: Sequence[str] = (), metadata: Mapping[str, Any] | None = None, key: str | None = None) -> int:
+        """Store an explicit memory (fact, preference, event, skill, ...) and return its record id.
+
+        With a ``key`` (lowercase snake_case, e.g. ``"home_city"``; scoped to the user, or to this
+        session without a user id) the memory supersedes the user's current memory with that key,
+        in the same transaction: the old one gets ``valid_to`` and stays in :meth:`facts` history.
+        """
         record = _memory_record(text, kind, importance, pinned, tags, metadata)
+        if key is not None:
+            record = replace(record, key=check_key(key))
         if self.redactor is not None:
             record = replace(record, text=self.redactor(record.text))
         self._require_recall()
         try:
-            record_id = self.journal.add_records(self._ns_id, [record])[0]
+            record_id = self._store_memory(record)
         except SessionErasedError:  # erased through another handle: start the session afresh, as add() does
             self._ns_id = self.journal.namespace_id(self.namespace) or 0
-            record_id = self.journal.add_records(self._ns_id, [record])[0]
+            record_id = self._store_memory(record)
         self._index_after_write(sync=True)
         return record_id
+
+    def _store_memory(self, record: NewRecord) -> int:
+        if record.key is None:
+            return self.journal.add_records(self._ns_id, [record])[0]
+        ns_ids = self._user_ns_ids()
+        with self.journal.write(self._ns_id) as tx:
+            plan = plan_memories([record], tx.current_memories(ns_ids), self.namespace, dedupe=False)
+            return _apply_plan(tx, plan)[0]
 
     async def aremember(self, text: str, kind: str = "fact", **options: Any) -> int:
         import asyncio
 
         return await asyncio.to_thread(self.remember, text, kind, **options)
+
+    def facts(self, include_superseded: bool = False, kinds: Sequence[str] | None = None) -> list[Fact]:
+        """The user's memories (every session of the user; this session alone without a user id),
+        oldest first: ``remember()``ed and extracted ones, not the conversation turns.
+
+        Args:
+            include_superseded: also the memories a newer one with the same key replaced
+                (``valid_to`` set): the history.
+            kinds: only these kinds (``"fact"``, ``"preference"``, ...).
+        """
+        self._check_open()
+        if kinds is not None and (isinstance(kinds, str) or not all(isinstance(k, str) for k in kinds)):
+            raise ConfigError(f"kinds must be a list of kind names, e.g. ['fact', 'preference']; got {kinds!r:.80}")
+        records = self.journal.scoped_records(self._user_ns_ids(), list(kinds) if kinds else None)
+        return [_fact(r) for r in records if r.kind != "turn" and (include_superseded or r.valid_to is None)]
+
+    async def afacts(self, include_superseded: bool = False, kinds: Sequence[str] | None = None) -> list[Fact]:
+        import asyncio
+
+        return await asyncio.to_thread(self.facts, include_superseded, kinds)
 
     def reindex(self) -> int:
         """Rebuild the keyword index and every vector from the journal; returns records queued."""
@@ -652,7 +767,8 @@ class TieredMemory:
         if not found:
             return 0
         record = found[0]
-        if not record.message_ids:
+        if record.kind != "turn" or not record.message_ids:
+            # A memory (explicit or extracted) goes alone: the turns it was extracted from stay.
             return self.journal.delete_records([record.id])
         # A turn: its messages go, with every record made from them and a summary that covered them.
         ns_id = self.journal.namespace_id(record.namespace, create=False)
@@ -800,6 +916,33 @@ class TieredMemory:
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                         tb: TracebackType | None) -> None:
         self.close()
+
+
+def _apply_plan(tx: WriteTxn, plan: MemoryPlan) -> list[int]:
+    """Run a :class:`MemoryPlan` inside a write transaction; returns the inserted ids."""
+    ids = tx.insert_records([i.record for i in plan.inserts]) if plan.inserts else []
+    by_time: dict[float, list[int]] = {}
+    for record_id, valid_to in plan.supersede:
+        by_time.setdefault(valid_to, []).append(record_id)
+    for insert, record_id in zip(plan.inserts, ids):
+        if insert.superseded_at is not None:
+            by_time.setdefault(insert.superseded_at, []).append(record_id)
+    for valid_to, record_ids in sorted(by_time.items()):
+        tx.supersede(record_ids, valid_to)
+    for merge in plan.merges:
+        tx.merge_memory(merge.record_id, merge.importance, merge.message_ids)
+    return ids
+
+
+def _fact(record: Record) -> Fact:
+    triple = record.metadata.get("triple")
+    confidence = record.metadata.get("confidence")
+    return Fact(
+        id=record.id, text=record.text, kind=record.kind, key=record.key, valid_from=record.created_at,
+        valid_to=record.valid_to, source=record.message_ids or "explicit", importance=record.importance,
+        confidence=float(confidence) if isinstance(confidence, int | float) else None,
+        triple=Triple(*map(str, triple)) if isinstance(triple, list) and len(triple) == 3 else None,
+    )
 
 
 def _memory_record(text: Any, kind: Any, importance: Any, pinned: Any, tags: Any, metadata: Any) -> NewRecord:

@@ -19,7 +19,7 @@ from langmem_tiers.errors import InvalidNamespaceError, JournalError, SchemaVers
 from langmem_tiers.messages import MAX_KEY_CHARS, Message
 from langmem_tiers.text import query_words
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 MAX_ID_CHARS = 512
 # A keyword query keeps at most this many distinct words: a pasted document as the query
 # (20k distinct words) overflowed PostgreSQL's parser stack and made FTS5 rank every record.
@@ -203,6 +203,16 @@ class Record:
     tags: tuple[str, ...] = ()
     metadata: Mapping[str, Any] = field(default_factory=dict)
     created_at: float = 0.0
+    # The semantic tier (schema v5): a memory with a ``key`` ("home_city") is the user's current
+    # value for it until a newer one supersedes it; ``valid_to`` is then set (history is kept).
+    # ``created_at`` is when it became valid.
+    key: str | None = None
+    valid_to: float | None = None
+
+    @property
+    def current(self) -> bool:
+        """False once a newer memory superseded this one."""
+        return self.valid_to is None
 
 
 @dataclass(frozen=True)
@@ -217,6 +227,7 @@ class NewRecord:
     tags: tuple[str, ...] = ()
     metadata: Mapping[str, Any] = field(default_factory=dict)
     created_at: float = 0.0
+    key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,6 +306,18 @@ class WriteTxn(Protocol):
     def insert_records(self, records: Sequence[NewRecord]) -> list[int]: ...
 
     def update_tokens(self, ids_tokens: Sequence[tuple[int, int]], tokens_key: str) -> None: ...
+
+    def current_memories(self, ns_ids: Sequence[int]) -> list[Record]:
+        """Memories (every kind but "turn") of these namespaces that nothing superseded, by id."""
+        ...
+
+    def supersede(self, record_ids: Sequence[int], valid_to: float) -> None:
+        """Mark records as superseded at ``valid_to`` (kept, never deleted: history)."""
+        ...
+
+    def merge_memory(self, record_id: int, importance: float, message_ids: tuple[int, ...]) -> None:
+        """A memory said again: raise its importance and extend its provenance (no duplicate)."""
+        ...
 
 
 class ReadTxn(Protocol):
@@ -421,6 +444,32 @@ class Journal(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+def provenance_after_erasure(
+    rows: Iterable[tuple[int, str, Sequence[int]]], erased: Iterable[int],
+) -> tuple[list[int], list[tuple[int, tuple[int, ...]]]]:
+    """What erasing messages does to the records made from them (pure; both backends apply it).
+
+    ``rows`` are ``(record id, kind, message ids)`` of records sharing a message with
+    ``erased``. A turn goes with its messages. A memory goes when it came *only* from erased
+    messages; one also said in messages that remain keeps those as its provenance. Returns
+    the ids to delete and the ``(id, remaining message ids)`` to update.
+
+    Example:
+        >>> provenance_after_erasure([(1, "turn", [5, 6]), (2, "fact", [5]), (3, "fact", [5, 9])], [5, 6])
+        ([1, 2], [(3, (9,))])
+    """
+    gone = set(erased)
+    delete: list[int] = []
+    keep: list[tuple[int, tuple[int, ...]]] = []
+    for record_id, kind, message_ids in rows:
+        remaining = tuple(m for m in message_ids if m not in gone)
+        if kind == "turn" or not remaining:
+            delete.append(record_id)
+        else:
+            keep.append((record_id, remaining))
+    return delete, keep
 
 
 def legacy_message_keys(rows: Iterable[tuple[int, int, str | None]]) -> list[tuple[str, int]]:

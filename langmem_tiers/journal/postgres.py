@@ -41,6 +41,7 @@ from langmem_tiers.journal.base import (
     legacy_message_keys,
     nfc_merge_plan,
     parse_schema_version,
+    provenance_after_erasure,
     search_terms,
 )
 from langmem_tiers.messages import Message, ToolCall
@@ -177,7 +178,14 @@ def _migrate_to_v4(conn: Conn) -> None:
         conn.execute("UPDATE messages SET key=%s WHERE id=%s", (key, message_id))
 
 
-MIGRATIONS: tuple[str | Callable[[Conn], None], ...] = (*_OLD_MIGRATIONS, _migrate_to_v4)
+# Schema version 5, the semantic tier: a memory's key (the user's current value for it until a
+# newer memory with the key supersedes it) and when it was superseded (history is kept).
+V5_SQL = """
+ALTER TABLE records ADD COLUMN key TEXT, ADD COLUMN valid_to DOUBLE PRECISION;
+CREATE INDEX records_key ON records (ns, key) WHERE key IS NOT NULL;
+"""
+
+MIGRATIONS: tuple[str | Callable[[Conn], None], ...] = (*_OLD_MIGRATIONS, _migrate_to_v4, V5_SQL)
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 # The server's clock, in epoch seconds: leases and retry times of replicas on several hosts
@@ -489,10 +497,16 @@ class PostgresJournal:
             if not ids or conn.execute("SELECT 1 FROM state WHERE ns=%s", (ns_id,)).fetchone() is None:
                 return []
             _lock_session(conn, ns_id)
-            record_ids = [int(r[0]) for r in conn.execute(
-                "SELECT DISTINCT r.id FROM records r, jsonb_array_elements_text(r.message_ids::jsonb) j "
-                "WHERE r.ns=%s AND j::bigint = ANY(%s) ORDER BY r.id", (ns_id, ids)).fetchall()]
+            rows = conn.execute(
+                "SELECT DISTINCT r.id, r.kind, r.message_ids FROM records r, "
+                "jsonb_array_elements_text(r.message_ids::jsonb) j "
+                "WHERE r.ns=%s AND j::bigint = ANY(%s) ORDER BY r.id", (ns_id, ids)).fetchall()
+            record_ids, narrowed = provenance_after_erasure(
+                ((int(r[0]), str(r[1]), json.loads(r[2])) for r in rows), ids)
             _delete_records(conn, record_ids)
+            # A memory also said in messages that remain keeps those as its provenance.
+            for rid, remaining in narrowed:
+                conn.execute("UPDATE records SET message_ids=%s WHERE id=%s", (json.dumps(list(remaining)), rid))
             conn.execute("DELETE FROM messages WHERE ns=%s AND id = ANY(%s)", (ns_id, ids))
             if ids[0] <= _state(conn, ns_id).summary_cursor:
                 conn.execute("UPDATE state SET summary='', summary_tokens=0, summary_cursor=0, "
@@ -798,7 +812,7 @@ _NAMES_KEPT = 4096
 _MSG_COLS = "id, role, content, name, tool_calls, tool_call_id, metadata, created_at, tokens, tokens_key, key"
 _RECORD_SELECT = (
     "SELECT r.id, n.session_id, n.user_id, n.agent_id, r.kind, r.text, r.message_ids, r.importance, "
-    "r.pinned, r.tags, r.metadata, r.created_at FROM records r JOIN namespaces n ON n.ns = r.ns"
+    "r.pinned, r.tags, r.metadata, r.created_at, r.key, r.valid_to FROM records r JOIN namespaces n ON n.ns = r.ns"
 )
 
 
@@ -901,6 +915,28 @@ class _PostgresWrite:
                 "UPDATE messages SET tokens=%s, tokens_key=%s WHERE id=%s AND ns=%s",
                 [(count, tokens_key, mid, self.ns_id) for mid, count in ids_tokens],
             )
+        self.touched = True
+
+    def current_memories(self, ns_ids: Sequence[int]) -> list[Record]:
+        if not ns_ids:
+            return []
+        rows = self.conn.execute(f"{_RECORD_SELECT} WHERE r.ns = ANY(%s) AND r.kind != 'turn' "
+                                 "AND r.valid_to IS NULL ORDER BY r.id", (list(ns_ids),)).fetchall()
+        return [_row_record(r) for r in rows]
+
+    def supersede(self, record_ids: Sequence[int], valid_to: float) -> None:
+        if not record_ids:
+            return
+        # Superseded records may live in the user's other sessions; their version stamps stay
+        # (a stamp tells a session's own messages and cursors apart) and their state rows are not
+        # locked, so two sessions of one user superseding each other's memories never deadlock.
+        self.conn.execute("UPDATE records SET valid_to=%s WHERE id = ANY(%s) AND valid_to IS NULL",
+                          (float(valid_to), list(record_ids)))
+        self.touched = True
+
+    def merge_memory(self, record_id: int, importance: float, message_ids: tuple[int, ...]) -> None:
+        self.conn.execute("UPDATE records SET importance=%s, message_ids=%s WHERE id=%s",
+                          (importance, json.dumps(list(message_ids)), record_id))
         self.touched = True
 
 
@@ -1007,6 +1043,8 @@ def _row_record(row: Sequence[Any]) -> Record:
         tags=tuple(json.loads(row[9])),
         metadata=json.loads(row[10]),
         created_at=float(row[11]),
+        key=row[12],
+        valid_to=None if row[13] is None else float(row[13]),
     )
 
 
@@ -1030,11 +1068,11 @@ def _insert_records(conn: Conn, ns_id: int, records: Sequence[NewRecord]) -> lis
     ids = []
     for r in records:
         row = conn.execute(
-            "INSERT INTO records (ns, kind, text, message_ids, importance, pinned, tags, metadata, created_at) "
-            "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s) RETURNING id",
+            "INSERT INTO records (ns, kind, text, message_ids, importance, pinned, tags, metadata, created_at, key) "
+            "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) RETURNING id",
             (ns_id, r.kind, r.text, json.dumps(list(r.message_ids)), r.importance, bool(r.pinned),
              json.dumps(list(r.tags), ensure_ascii=False), json.dumps(dict(r.metadata), ensure_ascii=False),
-             r.created_at or time.time()),
+             r.created_at or time.time(), r.key),
         ).fetchone()
         assert row is not None
         ids.append(int(row[0]))

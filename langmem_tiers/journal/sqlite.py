@@ -38,6 +38,7 @@ from langmem_tiers.journal.base import (
     legacy_message_keys,
     nfc_merge_plan,
     parse_schema_version,
+    provenance_after_erasure,
     search_terms,
 )
 from langmem_tiers.messages import Message, ToolCall
@@ -212,7 +213,15 @@ def _migrate_to_v4(db: sqlite3.Connection) -> None:
     db.executemany("UPDATE messages SET key=? WHERE id=?", legacy_message_keys(rows))
 
 
-MIGRATIONS: tuple[str | Callable[[sqlite3.Connection], None], ...] = (*_OLD_MIGRATIONS, _migrate_to_v4)
+# Schema version 5, the semantic tier: a memory's key (the user's current value for it until a
+# newer memory with the key supersedes it) and when it was superseded (history is kept).
+V5_SQL = """
+ALTER TABLE records ADD COLUMN key TEXT;
+ALTER TABLE records ADD COLUMN valid_to REAL;
+CREATE INDEX records_key ON records (ns, key) WHERE key IS NOT NULL;
+"""
+
+MIGRATIONS: tuple[str | Callable[[sqlite3.Connection], None], ...] = (*_OLD_MIGRATIONS, _migrate_to_v4, V5_SQL)
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 # How long a freshly opened journal waits on the file before reporting it busy.
@@ -581,10 +590,16 @@ class SqliteJournal:
         with self._txn() as db:
             if not ids or db.execute("SELECT 1 FROM state WHERE ns=?", (ns_id,)).fetchone() is None:
                 return []
-            record_ids = [int(r[0]) for r in _select_in(
-                db, f"SELECT DISTINCT r.id FROM records r, json_each(r.message_ids) j WHERE r.ns={int(ns_id)} "
-                "AND j.value IN ({})", ids)]
+            rows = _select_in(
+                db, f"SELECT DISTINCT r.id, r.kind, r.message_ids FROM records r, json_each(r.message_ids) j "
+                f"WHERE r.ns={int(ns_id)} AND j.value IN ({{}})", ids)
+            record_ids, narrowed = provenance_after_erasure(
+                ((int(r[0]), str(r[1]), json.loads(r[2])) for r in rows), ids)
+            record_ids.sort()
             _delete_records(db, record_ids)
+            # A memory also said in messages that remain keeps those as its provenance.
+            db.executemany("UPDATE records SET message_ids=? WHERE id=?",
+                           [(json.dumps(list(remaining)), rid) for rid, remaining in narrowed])
             _select_in(db, f"DELETE FROM messages WHERE ns={int(ns_id)} AND id IN ({{}})", ids)
             if ids[0] <= _state(db, ns_id).summary_cursor:
                 db.execute("UPDATE state SET summary='', summary_tokens=0, summary_cursor=0, "
@@ -848,7 +863,7 @@ _NAMES_KEPT = 4096
 _MSG_COLS = "id, role, content, name, tool_calls, tool_call_id, metadata, created_at, tokens, tokens_key, key"
 _RECORD_SELECT = (
     "SELECT r.id, n.session_id, n.user_id, n.agent_id, r.kind, r.text, r.message_ids, r.importance, "
-    "r.pinned, r.tags, r.metadata, r.created_at FROM records r JOIN namespaces n ON n.ns = r.ns"
+    "r.pinned, r.tags, r.metadata, r.created_at, r.key, r.valid_to FROM records r JOIN namespaces n ON n.ns = r.ns"
 )
 
 
@@ -952,6 +967,27 @@ class _SqliteWrite:
         )
         self.touched = self.touched or bool(ids_tokens)
 
+    def current_memories(self, ns_ids: Sequence[int]) -> list[Record]:
+        if not ns_ids:
+            return []
+        sql = (f"{_RECORD_SELECT} WHERE r.ns IN ({','.join('?' * len(ns_ids))}) AND r.kind != 'turn' "
+               "AND r.valid_to IS NULL ORDER BY r.id")
+        return [_row_record(r) for r in self._db.execute(sql, list(ns_ids))]
+
+    def supersede(self, record_ids: Sequence[int], valid_to: float) -> None:
+        if not record_ids:
+            return
+        # Superseded records may live in the user's other sessions; their version stamps stay:
+        # a stamp tells a session's own messages and cursors apart, which this does not change.
+        _select_in(self._db, f"UPDATE records SET valid_to={float(valid_to)!r} "
+                   "WHERE id IN ({}) AND valid_to IS NULL", list(record_ids))
+        self.touched = True
+
+    def merge_memory(self, record_id: int, importance: float, message_ids: tuple[int, ...]) -> None:
+        self._db.execute("UPDATE records SET importance=?, message_ids=? WHERE id=?",
+                         (importance, json.dumps(list(message_ids)), record_id))
+        self.touched = True
+
 
 class _SqliteRead:
     def __init__(self, db: sqlite3.Connection) -> None:
@@ -1039,6 +1075,8 @@ def _row_record(row: Sequence[Any]) -> Record:
         tags=tuple(json.loads(row[9])),
         metadata=json.loads(row[10]),
         created_at=float(row[11]),
+        key=row[12],
+        valid_to=None if row[13] is None else float(row[13]),
     )
 
 
@@ -1047,10 +1085,10 @@ def _insert_records(db: sqlite3.Connection, ns_id: int, records: Sequence[NewRec
     for r in records:
         cur = db.execute(
             "INSERT INTO records (ns, kind, text, message_ids, importance, pinned, tags, metadata, created_at, "
-            "scope_terms) VALUES (?,?,?,?,?,?,?,?,?,?)",
+            "scope_terms, key) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
             (ns_id, r.kind, r.text, json.dumps(list(r.message_ids)), r.importance, int(r.pinned),
              json.dumps(list(r.tags), ensure_ascii=False), json.dumps(dict(r.metadata), ensure_ascii=False),
-             r.created_at or time.time(), f"s{ns_id}"),
+             r.created_at or time.time(), f"s{ns_id}", r.key),
         )
         ids.append(int(cur.lastrowid or 0))
     _queue(db, ids, "upsert", ns_id)

@@ -32,7 +32,8 @@ from dataclasses import dataclass
 from langmem_tiers.errors import ConfigError
 from langmem_tiers.messages import Message
 from langmem_tiers.specifics import SPECIFIC_THRESHOLD, core_of, salience, sentence_shape, split_sentences
-from langmem_tiers.summarizers.base import SummaryRequest
+from langmem_tiers.semantic.extract import extract_memories
+from langmem_tiers.summarizers.base import SummaryRequest, SummaryResult
 from langmem_tiers.text import STOPWORDS, WORD
 
 MIN_SENTENCE_WORDS = 3
@@ -98,7 +99,14 @@ class ExtractiveSummarizer:
         self.tool_weight = float(tool_weight)
         self.max_sentence_chars = max_sentence_chars
 
-    def summarize(self, request: SummaryRequest) -> str:
+    def summarize(self, request: SummaryRequest) -> str | SummaryResult:
+        """The summary; with ``request.extract``, a :class:`SummaryResult` with the offline extraction too."""
+        text = self._summary(request)
+        if request.wants_memories:
+            return SummaryResult(text, tuple(extract_memories(request.messages)))
+        return text
+
+    def _summary(self, request: SummaryRequest) -> str:
         old = _parse_summary(request.previous_summary)
         for entry in old:
             if entry.speaker is not None and entry.speaker.startswith("tool"):
@@ -107,7 +115,7 @@ class ExtractiveSummarizer:
         entries = _without_near_duplicates(_scored(old + new))
         return _Selection(entries, request).render()
 
-    async def asummarize(self, request: SummaryRequest) -> str:
+    async def asummarize(self, request: SummaryRequest) -> str | SummaryResult:
         return self.summarize(request)
 
     def _candidates(self, messages: Sequence[Message], start: int) -> list[_Entry]:

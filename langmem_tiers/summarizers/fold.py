@@ -9,10 +9,12 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass
 
 from langmem_tiers.errors import SummarizerError
 from langmem_tiers.messages import Message
-from langmem_tiers.summarizers.base import SummaryRequest
+from langmem_tiers.semantic.types import ExtractedMemory
+from langmem_tiers.summarizers.base import SummaryRequest, SummaryResult
 
 log = logging.getLogger(__name__)
 
@@ -33,23 +35,49 @@ def chunk_pending(messages: Sequence[Message], tokens: Sequence[int], max_tokens
     return chunks
 
 
+@dataclass(frozen=True)
+class Folded:
+    """A chunk folded into the summary, with what the summarizer extracted from it.
+
+    ``extracted`` is None when the summarizer returned text only or its extraction failed
+    (``extraction_error`` says why): the memory then extracts offline.
+    """
+
+    text: str
+    extracted: tuple[ExtractedMemory, ...] | None = None
+    extraction_error: str | None = None
+
+
 def fold_chunk(
-    previous: str, chunk: Sequence[Message], cap: int, count: Callable[[str], int]
-) -> Generator[SummaryRequest, str, str]:
-    """Fold one chunk of evicted messages into ``previous``; returns the new summary within ``cap``."""
-    text = _usable((yield SummaryRequest(previous, tuple(chunk), cap, count)))
+    previous: str, chunk: Sequence[Message], cap: int, count: Callable[[str], int], extract: bool = False,
+) -> Generator[SummaryRequest, object, Folded]:
+    """Fold one chunk of evicted messages into ``previous``; returns the new summary within ``cap``.
+
+    With ``extract`` the first request asks for memories too (same call: no extra LLM call);
+    compression requests never do.
+    """
+    reply = yield SummaryRequest(previous, tuple(chunk), cap, count, extract=extract)
+    extracted: tuple[ExtractedMemory, ...] | None = None
+    error: str | None = None
+    if isinstance(reply, SummaryResult):
+        extracted, error = (reply.memories, None) if reply.extraction_error is None else (None, reply.extraction_error)
+        if not isinstance(extracted, tuple | type(None)) or \
+                (extracted is not None and not all(isinstance(m, ExtractedMemory) for m in extracted)):
+            extracted, error = None, "summarizer returned memories that are not ExtractedMemory"
+    text = _usable(reply)
     for _ in range(COMPRESS_ATTEMPTS):
         if count(text) <= cap:
-            return text
+            return Folded(text, extracted, error)
         log.info("summary has %d tokens, over the cap of %d: asking to compress", count(text), cap)
         text = _usable((yield SummaryRequest(text, (), cap, count, compress=True)))
     if count(text) <= cap:
-        return text
+        return Folded(text, extracted, error)
     log.warning("summarizer kept overshooting the cap of %d tokens; trimming at a sentence boundary", cap)
-    return trim_to_tokens(text, cap, count)
+    return Folded(trim_to_tokens(text, cap, count), extracted, error)
 
 
-def _usable(text: object) -> str:
+def _usable(reply: object) -> str:
+    text = reply.text if isinstance(reply, SummaryResult) else reply
     if not isinstance(text, str) or not text.strip():
         raise SummarizerError(f"summarizer returned no usable text: {text!r:.80}")
     try:

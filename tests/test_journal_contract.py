@@ -1077,3 +1077,44 @@ def test_a_pasted_document_as_query_or_record_does_not_break_search(journal: Jou
     assert {h.record_id for h in journal.keyword_search(document, [ns_id], 5)} >= {big}
     assert [h.record_id for h in journal.keyword_search("kayaks", [ns_id], 5)] == [small]
     assert len(search_terms(document)) == MAX_QUERY_TERMS
+
+
+# --- the semantic tier (schema v5) ----------------------------------------------
+
+def test_keyed_memories_supersede_and_merge_in_one_write(journal: Journal) -> None:
+    a = journal.namespace_id(Namespace("a", "u")) or 0
+    b = journal.namespace_id(Namespace("b", "u")) or 0
+    [porto] = journal.add_records(a, [NewRecord("fact", "I live in Porto", (1,), created_at=10.0, key="location")])
+    [turn] = journal.add_records(a, [NewRecord("turn", "a turn")])
+    with journal.write(b) as tx:
+        current = tx.current_memories([a, b])
+        assert [(r.id, r.key, r.valid_to, r.current) for r in current] == [(porto, "location", None, True)]
+        [lisbon] = tx.insert_records([NewRecord("fact", "I moved to Lisbon", (7,), created_at=20.0, key="location")])
+        tx.supersede([porto], 20.0)
+        tx.merge_memory(lisbon, 0.9, (7, 8))
+    old, new = journal.records([porto, lisbon])
+    assert (old.valid_to, old.current, old.text) == (20.0, False, "I live in Porto")  # kept: history
+    assert (new.key, new.valid_to, new.importance, new.message_ids) == ("location", None, 0.9, (7, 8))
+    with journal.write(a) as tx:
+        assert [r.id for r in tx.current_memories([a, b])] == [lisbon]  # turns and superseded ones excluded
+        tx.supersede([lisbon], 30.0)
+        tx.supersede([lisbon], 40.0)  # superseded once: the first time stays
+    assert journal.records([lisbon])[0].valid_to == 30.0
+    assert journal.records([turn])[0].key is None
+
+
+def test_erasing_messages_erases_memories_that_came_only_from_them(journal: Journal) -> None:
+    ns_id = journal.namespace_id(Namespace("s", "u")) or 0
+    stored = _append(journal, ns_id, [make_message("user", f"message {i}") for i in range(3)])
+    m0, m1, m2 = (m.id or 0 for m in stored)
+    only, shared, explicit, turn = journal.add_records(ns_id, [
+        NewRecord("fact", "said once", (m0,), key="k1"),
+        NewRecord("fact", "said twice", (m0, m2)),
+        NewRecord("fact", "remembered"),
+        NewRecord("turn", "message 0 and 1", (m0, m1)),
+    ])
+    removed = journal.erase_messages(ns_id, [m0])
+    assert sorted(removed) == sorted([only, turn])
+    assert {r.id: r.message_ids for r in journal.records([only, shared, explicit, turn])} == {
+        shared: (m2,), explicit: ()}
+    assert all(h.record_id != only for h in journal.keyword_search("said once", [ns_id], 5))

@@ -85,7 +85,8 @@ _KIN_SUBJECT = re.compile(r"\b(?:my|our) (wife|husband|partner|spouse|sister|bro
 # Words that end a value: what follows is not the value any more.
 _VALUE_STOP = {"and", "but", "because", "since", "so", "for", "with", "last", "this", "next", "which", "who", "where",
                "when", "now", "then", "after", "before", "in", "on", "at", "from", "to", "of", "a", "an", "the",
-               "anymore", "again", "yesterday", "today", "ago", "too", "as", "though"}
+               "anymore", "again", "yesterday", "today", "ago", "too", "as", "though", "near", "by", "around",
+               "until", "during", "while", "if", "or", "right", "soon", "tomorrow"}
 
 
 def extract_memories(messages: Sequence[Message]) -> list[ExtractedMemory]:

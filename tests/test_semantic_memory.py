@@ -1,0 +1,277 @@
+"""The semantic tier through TieredMemory: keyed memories and supersession, facts() and their
+history, extraction in the summary call (offline and with faithful fakes), erasure of extracted
+facts, LLM calls with extraction on and off, the profile in context() and explain()."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from langmem_tiers import MemoryConfig, SummaryRequest, TieredMemory, WordCounter
+from langmem_tiers.errors import ConfigError, InvalidMessageError
+from langmem_tiers.semantic.types import ExtractedMemory, Triple
+from langmem_tiers.summarizers.base import SummaryResult
+from langmem_tiers.summarizers.extractive import ExtractiveSummarizer
+
+from .conftest import SMALL_CONFIG, FailingSummarizer
+
+DAY = 86_400.0
+
+
+def open_memory(path: Path, session_id: str = "s1", user_id: str | None = "ada", **kwargs: Any) -> TieredMemory:
+    kwargs.setdefault("config", SMALL_CONFIG)
+    return TieredMemory.open(path, session_id=session_id, user_id=user_id, embedder=False,
+                             counter=WordCounter(), **kwargs)
+
+
+def chat(memory: TieredMemory, texts: list[str], at: float | None = None) -> None:
+    """One exchange per text, with enough filler to push older turns out of the small window."""
+    for i, text in enumerate(texts):
+        when = None if at is None else at + i * 10
+        memory.add("user", text, created_at=when)
+        memory.add("assistant", "Noted. " + " ".join(f"filler{i}x{j}" for j in range(12)),
+                   created_at=None if when is None else when + 1)
+
+
+def evict_all(memory: TieredMemory, at: float | None = None) -> None:
+    chat(memory, [f"small talk {i} about nothing much at all today" for i in range(6)], at)
+    memory.flush()
+
+
+# --- explicit keyed memories -------------------------------------------------------------------
+
+def test_remember_with_key_supersedes_and_keeps_history(tmp_path: Path) -> None:
+    with open_memory(tmp_path) as memory:
+        porto = memory.remember("Lives in Porto", key="home_city")
+        time.sleep(0.01)
+        lisbon = memory.remember("Lives in Lisbon", key="home_city")
+        other = memory.remember("Likes green tea", kind="preference")
+        current = memory.facts()
+        assert [(f.id, f.text, f.key, f.source, f.valid_to) for f in current] == [
+            (lisbon, "Lives in Lisbon", "home_city", "explicit", None),
+            (other, "Likes green tea", None, "explicit", None)]
+        history = {f.id: f for f in memory.facts(include_superseded=True)}
+        assert history[porto].valid_to == pytest.approx(history[lisbon].valid_from)
+        assert not history[porto].current
+        assert [f.id for f in memory.facts(kinds=["preference"])] == [other]
+        with pytest.raises(InvalidMessageError, match="snake_case"):
+            memory.remember("x", key="Home City")
+        with pytest.raises(ConfigError, match="kinds"):
+            memory.facts(kinds="fact")  # type: ignore[arg-type]
+
+
+def test_keys_are_scoped_to_the_user(tmp_path: Path) -> None:
+    with open_memory(tmp_path, "s1", "ada") as ada, open_memory(tmp_path, "s2", "ada") as ada2, \
+            open_memory(tmp_path, "s3", "bob") as bob, open_memory(tmp_path, "anon1", None) as anon1, \
+            open_memory(tmp_path, "anon2", None) as anon2:
+        ada.remember("Lives in Porto", key="home_city")
+        bob.remember("Lives in Oslo", key="home_city")
+        anon1.remember("Lives in Rome", key="home_city")
+        ada2.remember("Lives in Lisbon", key="home_city")  # another session of the same user
+        anon2.remember("Lives in Bern", key="home_city")  # an anonymous session is its own scope
+        assert [f.text for f in ada.facts()] == ["Lives in Lisbon"]
+        assert [f.text for f in bob.facts()] == ["Lives in Oslo"]
+        assert [f.text for f in anon1.facts()] == ["Lives in Rome"]
+        assert [f.text for f in anon2.facts()] == ["Lives in Bern"]
+
+
+def test_search_ranks_superseded_below_current_and_labels_them(tmp_path: Path) -> None:
+    with open_memory(tmp_path) as memory:
+        old = memory.remember("home city Porto by the river", key="home_city")
+        new = memory.remember("home city Lisbon", key="home_city")
+        hits = memory.search("home city Porto", k=5)
+        assert [h.record_id for h in hits] == [new, old]  # Porto matches better, but it is the past
+        assert "valid_to" in hits[1].metadata and "valid_to" not in hits[0].metadata
+
+
+async def test_async_remember_and_facts(tmp_path: Path) -> None:
+    with open_memory(tmp_path) as memory:
+        await memory.aremember("Works at Acme", key="employer")
+        await memory.aremember("Works at Globex", key="employer")
+        assert [f.text for f in await memory.afacts()] == ["Works at Globex"]
+        assert len(await memory.afacts(include_superseded=True)) == 2
+
+
+# --- extraction in the summary call ------------------------------------------------------------
+
+def test_offline_extraction_supersedes_and_keeps_provenance(tmp_path: Path) -> None:
+    start = time.time() - 2 * DAY
+    with open_memory(tmp_path) as memory:
+        chat(memory, ["I live in Porto near the river.", "My cat is called Miso."], at=start)
+        evict_all(memory, at=start + 100)
+        facts = {f.key: f for f in memory.facts()}
+        assert facts["location"].text == "I live in Porto near the river."
+        assert isinstance(facts["location"].source, tuple) and facts["location"].triple == \
+            Triple("user", "lives_in", "Porto")
+        said = [m for m in memory.messages() if m.text == "I live in Porto near the river."]
+        assert facts["location"].source == (said[0].id,)
+        chat(memory, ["Big news: I moved to Lisbon last week!"], at=start + DAY)
+        evict_all(memory, at=start + DAY + 100)
+        # The stored text is the statement's core (core_of drops the discourse filler "Big news").
+        assert {f.key: f.text for f in memory.facts()}["location"] == "I moved to Lisbon last week!"
+        history = [f for f in memory.facts(include_superseded=True) if f.key == "location"]
+        assert [(f.text, f.current) for f in history] == [("I live in Porto near the river.", False),
+                                                          ("I moved to Lisbon last week!", True)]
+        assert history[0].valid_to == history[1].valid_from
+
+
+def test_a_fact_said_again_is_merged_not_duplicated(tmp_path: Path) -> None:
+    with open_memory(tmp_path) as memory:
+        chat(memory, ["My cat is called Miso."])
+        evict_all(memory)
+        chat(memory, ["My cat is called Miso."])
+        evict_all(memory)
+        cats = [f for f in memory.facts(include_superseded=True) if f.key == "cat_name"]
+        assert len(cats) == 1 and isinstance(cats[0].source, tuple) and len(cats[0].source) == 2
+
+
+def test_extraction_off_stores_no_memories(tmp_path: Path) -> None:
+    with open_memory(tmp_path, config=SMALL_CONFIG.with_changes(extract_memories=False)) as memory:
+        chat(memory, ["My cat is called Miso."])
+        evict_all(memory)
+        assert memory.summary and memory.facts() == []
+
+
+class StructuredFake:
+    """A faithful fake of an LLM summarizer with extraction: one call returns summary and memories.
+
+    ``mode``: "good" (a keyed memory citing the first user message), "broken" (extraction failed,
+    summary fine), "text" (an LLM that ignores extraction), "bad-ids" (cites unknown messages).
+    """
+
+    def __init__(self, mode: str = "good") -> None:
+        self.mode = mode
+        self.calls = 0
+
+    def summarize(self, request: SummaryRequest) -> str | SummaryResult:
+        self.calls += 1
+        text = (request.previous_summary + " | " if request.previous_summary else "") + \
+            " ".join(m.text.split()[0] for m in request.messages)
+        text = " ".join(text.split()[-max(request.max_tokens - 5, 1):])
+        if not request.wants_memories or self.mode == "text":
+            return text
+        if self.mode == "broken":
+            return SummaryResult(text, (), extraction_error="JSON was cut off")
+        users = [m for m in request.messages if m.role == "user" and "favourite" in m.text]
+        ids = (users[0].id or 0,) if users and self.mode == "good" else (10**9,)
+        memory = ExtractedMemory("The user's favourite colour is teal", "preference", "favorite_color",
+                                 Triple("user", "favorite_color", "teal"), 0.9, ids)
+        return SummaryResult(text, (memory,) if users else ())
+
+    async def asummarize(self, request: SummaryRequest) -> str | SummaryResult:
+        return self.summarize(request)
+
+
+@pytest.mark.parametrize(("mode", "expected"), [
+    ("good", {"The user's favourite colour is teal"}),
+    ("broken", {"My favourite colour is teal."}),  # extraction failed: the offline extractor ran
+    ("text", {"My favourite colour is teal."}),
+    ("bad-ids", set()),  # a memory citing no message of the call is not stored (no provenance, no memory)
+])
+def test_summarizer_extraction_and_its_failures(tmp_path: Path, mode: str, expected: set[str]) -> None:
+    fake = StructuredFake(mode)
+    with open_memory(tmp_path, summarizer=fake) as memory:
+        chat(memory, ["My favourite colour is teal."])
+        evict_all(memory)
+        assert memory.summary  # the summary is never blocked by extraction
+        assert {f.text for f in memory.facts()} == expected
+
+
+def test_a_failed_summary_stores_no_memory_and_loses_nothing(tmp_path: Path) -> None:
+    failing = FailingSummarizer()
+    with open_memory(tmp_path, summarizer=failing) as memory:
+        chat(memory, ["My cat is called Miso."])
+        chat(memory, [f"small talk {i} about nothing much at all today" for i in range(6)])
+        assert failing.calls and memory.facts() == []
+        assert memory.stats().pending_summary_messages > 0
+        memory.summarizer = ExtractiveSummarizer()
+        memory._drivers.summarizer = memory.summarizer  # the outage ends
+        memory.flush()
+        assert [f.key for f in memory.facts()] == ["cat_name"]
+
+
+def test_llm_calls_per_100_turns_are_the_same_with_extraction_on_and_off(tmp_path: Path) -> None:
+    calls = {}
+    for on in (False, True):
+        fake = StructuredFake("good")
+        config = SMALL_CONFIG.with_changes(extract_memories=on)
+        with open_memory(tmp_path / str(on), summarizer=fake, config=config) as memory:
+            for i in range(100):
+                memory.add("user", f"turn {i}: my favourite colour is teal and " + "word " * 10)
+                memory.add("assistant", "reply " * 12)
+            memory.flush()
+            calls[on] = fake.calls
+            assert bool(memory.facts()) is on
+    print(f"\nsummarizer calls per 100 turns: extraction off {calls[False]}, on {calls[True]}")
+    assert calls[True] == calls[False] > 0
+
+
+# --- erasure ----------------------------------------------------------------------------------
+
+def test_erasure_covers_extracted_facts_and_their_triples(tmp_path: Path) -> None:
+    with open_memory(tmp_path) as memory:
+        chat(memory, ["My cat is called Miso.", "I live in Porto."])
+        evict_all(memory)
+        facts = {f.key: f for f in memory.facts()}
+        assert set(facts) >= {"cat_name", "location"}
+        # forget(fact) erases the fact alone; the conversation stays.
+        before = len(memory.messages())
+        assert memory.forget(facts["location"].id) == 1
+        assert "location" not in {f.key for f in memory.facts()} and len(memory.messages()) == before
+        # forget(turn) erases its messages and the facts that came only from them, triple included.
+        turn = next(h for h in memory.search("cat called Miso", k=5, kinds=["turn"]))
+        memory.forget(turn.record_id)
+        assert "cat_name" not in {f.key for f in memory.facts(include_superseded=True)}
+        assert memory.search("Miso", k=5) == []
+        memory.remember("Prefers tea", kind="preference")
+        chat(memory, ["My dog is called Rex."])
+        evict_all(memory)
+        memory.clear(keep_memories=True)  # extracted facts go with their messages; remember()ed stay
+        assert [f.text for f in memory.facts()] == ["Prefers tea"]
+        memory.forget("user")
+        assert memory.facts() == []
+
+
+# --- the profile in context() ------------------------------------------------------------------
+
+def memory_text(memory: TieredMemory, query: str) -> str:
+    ctx = memory.context(query=query)
+    return "\n".join(m.text for m in ctx.messages if m.metadata.get("langmem_tiers") == "memory")
+
+
+def test_profile_delivers_current_facts_dated_and_history_only_when_asked(tmp_path: Path) -> None:
+    with open_memory(tmp_path, "monday") as monday:
+        monday.remember("Lives in Porto", key="home_city")
+        monday.remember("Lives in Lisbon", key="home_city")
+        monday.remember("Prefers aisle seats", kind="preference")
+    with open_memory(tmp_path, "tuesday") as today:
+        today.add("user", "Where do I live?")
+        text = memory_text(today, "Where do I live?")
+        assert "Lives in Lisbon" in text and "Porto" not in text
+        assert time.strftime("[since %Y-%m-%d]", time.gmtime()) in text
+        past = memory_text(today, "Where did I live before?")
+        assert "previously" in past and "Lives in Porto" in past
+        ctx = today.context(query="Where do I live?")
+        assert ctx.tokens.profile > 0 and len(ctx.profile) == 2
+        explained = ctx.explain()
+        assert "profile" in explained.splitlines()[0] and "Lives in Lisbon" in explained
+
+
+def test_profile_stays_within_its_share_and_reports_what_it_left_out(tmp_path: Path) -> None:
+    config = SMALL_CONFIG.with_changes(profile_tokens=30)
+    with open_memory(tmp_path, config=config) as memory:
+        for i in range(10):
+            memory.remember(f"Fact number {i} about the user and their many hobbies", importance=0.1 + i / 20)
+        memory.add("user", "hobbies?")
+        ctx = memory.context(query="hobbies")
+        assert 0 < ctx.tokens.profile <= 30
+        assert "Fact number 9" in ctx.profile[0].text  # most important first when relevance ties
+        assert any(o.tier == "profile" for o in ctx.left_out)
+    off = SMALL_CONFIG.with_changes(profile_tokens=0)
+    with open_memory(tmp_path, config=off) as memory:
+        assert memory.context(query="hobbies").profile == ()
+    with pytest.raises(ConfigError, match="profile_tokens"):
+        MemoryConfig(profile_tokens=5000)

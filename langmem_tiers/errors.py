@@ -12,7 +12,8 @@
     │   └── SessionErasedError               the session was erased (forget) while this handle was open
     ├── SummarizerError (RuntimeError)       the summarizer failed; the turns stay pending
     ├── RecallError (RuntimeError)           the embedder or vector store failed; rows stay pending
-    │   └── VectorStoreLockedError           another process owns the embedded Chroma folder
+    │   ├── VectorStoreLockedError           another process owns the embedded Chroma folder
+    │   └── EmbeddingInputError              the embedder refused a text (not an outage); ``index`` names it
     ├── MissingDependencyError (ImportError) an optional extra is not installed
     └── MemoryClosedError (RuntimeError)     the memory was used after close()
 
@@ -73,6 +74,20 @@ class VectorStoreLockedError(RecallError):
     Several processes share vectors through a Chroma server: ``chroma run --path FOLDER``
     and ``TieredMemory.open(..., chroma="http://127.0.0.1:8000")``.
     """
+
+
+class EmbeddingInputError(RecallError):
+    """The embedder refused (part of) its input, as opposed to being unreachable.
+
+    Attributes:
+        index: position of the refused text in the ``texts`` passed to ``embed``, or
+            ``None`` when the model refused the batch without naming a text
+            (:func:`langmem_tiers.embedders.embed_each` then bisects to find it).
+    """
+
+    def __init__(self, message: str, index: int | None = None) -> None:
+        super().__init__(message)
+        self.index = index
 
 
 class MissingDependencyError(LangmemTiersError, ImportError):

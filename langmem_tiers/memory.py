@@ -150,7 +150,7 @@ class TieredMemory:
             if store is not None and vectors is not None and (chroma is None or isinstance(chroma, str)):
                 _retire_old_collection(store, journal, vectors)
             recall = RecallIndex(journal, store, vectors, batch_size=config.index_batch_size,
-                                 lease_s=config.index_lease_s)
+                                 lease_s=config.index_lease_s, owns_store=chroma is None or isinstance(chroma, str))
             return cls(journal, namespace, config=config, counter=counter, summarizer=summarizer, recall=recall,
                        redactor=redactor)
         except BaseException:

@@ -53,8 +53,8 @@ def test_search_finds_evicted_turn_by_paraphrase(tmp_path: Path, local_embedder:
         assert hits[0].parts["vector_rank"] == 1.0
         hits = memory.search("food intolerance", k=2)
         assert "peanuts" in hits[0].text
-        assert hits[0].message_ids
-        assert all(m.id in hits[0].message_ids for m in memory.messages()[2:4])
+        assert hits[0].message_ids  # traced to the peanut turn (the turn, or a memory extracted from it)
+        assert set(hits[0].message_ids) <= {m.id for m in memory.messages()[2:4]}
 
 
 def test_scope_session_vs_user(make_memory: Any, tmp_path: Path) -> None:

@@ -12,15 +12,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from langmem_tiers.embedders.base import Embedder, EmbeddingInputError, aembed_each, embed_each
+from langmem_tiers.embedders.base import Embedder, aembed_each, embed_each
 from langmem_tiers.embedders.callable import CallableEmbedder
 from langmem_tiers.embedders.local import LocalEmbedder, default_embedder
+from langmem_tiers.errors import EmbeddingInputError
 
 if TYPE_CHECKING:
-    # The ignore keeps mypy green while embedders/openai.py is being written elsewhere.
-    from langmem_tiers.embedders.openai import (  # type: ignore[import-not-found, unused-ignore]
-        OpenAIEmbedder,
-    )
+    from langmem_tiers.embedders.openai import OpenAIEmbedder
 
 __all__ = ["CallableEmbedder", "Embedder", "EmbeddingInputError", "LocalEmbedder", "OpenAIEmbedder", "aembed_each",
            "default_embedder", "embed_each"]

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-from langmem_tiers.errors import RecallError
+from langmem_tiers.errors import EmbeddingInputError, RecallError
 
 
 @runtime_checkable
@@ -48,20 +48,6 @@ class Embedder(Protocol):
     def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
 
     async def aembed(self, texts: Sequence[str]) -> list[list[float]]: ...
-
-
-class EmbeddingInputError(RecallError):
-    """The embedder refused (part of) its input, as opposed to being unreachable.
-
-    Attributes:
-        index: position of the refused text in the ``texts`` passed to ``embed``, or
-            ``None`` when the model refused the batch without naming a text
-            (:func:`embed_each` then bisects to find it).
-    """
-
-    def __init__(self, message: str, index: int | None = None) -> None:
-        super().__init__(message)
-        self.index = index
 
 
 Result = list[float] | EmbeddingInputError

@@ -21,9 +21,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from langmem_tiers.embedders.base import EmbeddingInputError
 from langmem_tiers.embedders.long_text import Pieces, windows
-from langmem_tiers.errors import ConfigError, MissingDependencyError, RecallError
+from langmem_tiers.errors import ConfigError, EmbeddingInputError, MissingDependencyError, RecallError
 
 if TYPE_CHECKING:
     from langmem_tiers.embedders.base import Embedder

@@ -25,9 +25,8 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from langmem_tiers.embedders.base import EmbeddingInputError
 from langmem_tiers.embedders.long_text import Pieces
-from langmem_tiers.errors import ConfigError, RecallError, require
+from langmem_tiers.errors import ConfigError, EmbeddingInputError, RecallError, require
 from langmem_tiers.openai_clients import OpenAIClients
 
 DEFAULT_MODEL = "text-embedding-3-small"

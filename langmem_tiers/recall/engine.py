@@ -56,7 +56,7 @@ class RecallIndex:
 
     def __init__(self, journal: Journal, store: ChromaStore | None, embedder: Embedder | None, *,
                  params: FusionParams | None = None, candidates: int = 50, dedupe_threshold: float = 0.85,
-                 batch_size: int = 64, lease_s: float = 120.0) -> None:
+                 batch_size: int = 64, lease_s: float = 120.0, owns_store: bool = False) -> None:
         if (store is None) != (embedder is None):
             raise ConfigError("vector recall needs both a Chroma store and an embedder (or neither)")
         self.journal = journal
@@ -68,6 +68,7 @@ class RecallIndex:
         self.batch_size = batch_size
         self.last_error: str | None = None
         self.lease_s = lease_s
+        self.owns_store = owns_store  # opened from a folder or URL by TieredMemory.open: closed with it
         # Who claims outbox work: unique per index object, so replicas and handles never share a lease.
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         # Vectors a query computed for rows still pending (keyed by record id and text hash, never the
@@ -102,9 +103,12 @@ class RecallIndex:
         return done
 
     def close(self) -> None:
-        """Stop the background indexer; rows still pending stay in the outbox for the next run."""
+        """Stop the background indexer (rows still pending stay in the outbox for the next run) and
+        close the vector store when this index opened it (its folder lock is released)."""
         if self._indexer is not None:
             self._indexer.stop()
+        if self.owns_store and self.store is not None:
+            self.store.close()
 
     @property
     def vectors(self) -> bool:

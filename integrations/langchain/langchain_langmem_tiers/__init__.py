@@ -5,6 +5,8 @@
   the input being answered.
 * :class:`TieredMemoryMiddleware`: ``AgentMiddleware`` for ``langchain.agents.create_agent``
   (needs the ``agents`` extra; imported on first use).
+* :func:`create_memory_tools`: ``remember`` / ``recall`` / ``forget`` tools acting on the run's user
+  (``agents`` extra; lazy).
 * :class:`TieredMemoryRetriever`: recall as ``Document``s.
 * :class:`ChatModelSummarizer`, :class:`LangChainEmbedder`, :func:`chroma_store_from_langchain`.
 * :class:`TieredConversationMemory`: langchain-classic ``BaseMemory`` (``classic`` extra; lazy).
@@ -28,10 +30,12 @@ from langchain_langmem_tiers.sessions import DEFAULT_MAX_SESSIONS
 if TYPE_CHECKING:
     from langchain_langmem_tiers.classic import TieredConversationMemory
     from langchain_langmem_tiers.middleware import TieredMemoryMiddleware
+    from langchain_langmem_tiers.tools import create_memory_tools
 
 _LAZY = {
     "TieredMemoryMiddleware": "langchain_langmem_tiers.middleware",
     "TieredConversationMemory": "langchain_langmem_tiers.classic",
+    "create_memory_tools": "langchain_langmem_tiers.tools",
 }
 
 
@@ -57,6 +61,7 @@ __all__ = [
     "TieredMemoryRetriever",
     "TieredRunnableWithMessageHistory",
     "chroma_store_from_langchain",
+    "create_memory_tools",
     "from_langchain",
     "to_langchain",
 ]

@@ -80,6 +80,7 @@ class TieredMemoryMiddleware(AgentMiddleware):
         default_thread_id: str = DEFAULT_THREAD_ID,
         budget: int | None = None,
         max_sessions: int = DEFAULT_MAX_SESSIONS,
+        memory_tools: bool | Mapping[str, str] = False,
         **memory_kwargs: Any,
     ) -> None:
         """Set up memory under ``path``; sessions open lazily, one per user and ``thread_id``.
@@ -92,6 +93,9 @@ class TieredMemoryMiddleware(AgentMiddleware):
             default_thread_id: session used when the run has no ``thread_id``.
             budget: token budget of the model input; default ``config.context_tokens``.
             max_sessions: sessions kept open in this process (LRU), default 1024.
+            memory_tools: also give the agent the ``remember`` / ``recall`` / ``forget`` tools of
+                :func:`~langchain_langmem_tiers.tools.create_memory_tools`, acting on the run's user;
+                a mapping renames them (``{"recall": "search_memory"}``).
             **memory_kwargs: passed to :meth:`langmem_tiers.TieredMemory.open` (``summarizer``,
                 ``embedder``, ``chroma``, ``counter``).
         """
@@ -107,6 +111,11 @@ class TieredMemoryMiddleware(AgentMiddleware):
             config=config, max_sessions=max_sessions, memory_kwargs=memory_kwargs,
         )
         self.last_context: Context | None = None
+        if memory_tools:
+            from langchain_langmem_tiers.tools import create_memory_tools
+
+            names = memory_tools if isinstance(memory_tools, Mapping) else None
+            self.tools = create_memory_tools(self, names=names)
 
     @property
     def user_id(self) -> str | None:
@@ -142,23 +151,7 @@ class TieredMemoryMiddleware(AgentMiddleware):
         Raises:
             InvalidNamespaceError: two sources name different users.
         """
-        server_user = getattr(getattr(runtime, "server_info", None), "user", None)
-        context = getattr(runtime, "context", None)
-        given = {
-            "the authenticated user (server_info.user.identity)": getattr(server_user, "identity", None),
-            'config["configurable"]["user_id"]': _configurable().get("user_id"),
-            "the runtime context's user_id": (
-                context.get("user_id") if isinstance(context, Mapping) else getattr(context, "user_id", None)
-            ),
-        }
-        named = {where: as_id(v, "user_id") for where, v in given.items() if v is not None and v != ""}
-        if len(set(named.values())) > 1:
-            raise InvalidNamespaceError(
-                "the run names two different users: "
-                + ", ".join(f"{where} is {user!r}" for where, user in named.items())
-                + ": pass one user id, the same in every place"
-            )
-        return next(iter(named.values()), None) or self.user_id
+        return run_user_id(runtime) or self.user_id
 
     def _thread(self, runtime: Runtime[Any] | None) -> _Thread:
         return self._sessions.get(self.thread_id(runtime), self.user_id_of(runtime))
@@ -275,6 +268,35 @@ class TieredMemoryMiddleware(AgentMiddleware):
         thread = await self._ajournal(request.state, request.runtime)
         context = await thread.memory.acontext(self._query(request), self.budget)
         return await handler(self._request(request, context))
+
+
+def run_user_id(runtime: Any) -> str | None:
+    """The user a run names, or ``None``: LangGraph Server's authenticated user
+    (``runtime.server_info.user.identity``), ``config["configurable"]["user_id"]`` or the runtime
+    context's ``user_id``. ``runtime`` is a LangGraph ``Runtime`` or a tool's ``ToolRuntime``.
+
+    Raises:
+        InvalidNamespaceError: two sources name different users.
+    """
+    server_user = getattr(getattr(runtime, "server_info", None), "user", None)
+    context = getattr(runtime, "context", None)
+    config = getattr(runtime, "config", None)
+    configurable = (config.get("configurable") if isinstance(config, Mapping) else None) or _configurable()
+    given = {
+        "the authenticated user (server_info.user.identity)": getattr(server_user, "identity", None),
+        'config["configurable"]["user_id"]': configurable.get("user_id"),
+        "the runtime context's user_id": (
+            context.get("user_id") if isinstance(context, Mapping) else getattr(context, "user_id", None)
+        ),
+    }
+    named = {where: as_id(v, "user_id") for where, v in given.items() if v is not None and v != ""}
+    if len(set(named.values())) > 1:
+        raise InvalidNamespaceError(
+            "the run names two different users: "
+            + ", ".join(f"{where} is {user!r}" for where, user in named.items())
+            + ": pass one user id, the same in every place"
+        )
+    return next(iter(named.values()), None)
 
 
 def _configurable() -> Mapping[str, Any]:

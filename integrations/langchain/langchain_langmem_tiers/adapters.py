@@ -15,12 +15,21 @@ from langchain_core.messages import HumanMessage
 from langmem_tiers import ConfigError
 from langmem_tiers.embedders import CallableEmbedder
 from langmem_tiers.recall.vector_store import ChromaStore
-from langmem_tiers.summarizers.base import DEFAULT_COMPRESS_PROMPT, DEFAULT_SUMMARY_PROMPT
-from langmem_tiers.summarizers.callable import CallableSummarizer
+from langmem_tiers.summarizers.base import (
+    DEFAULT_COMPRESS_PROMPT,
+    DEFAULT_EXTRACT_INSTRUCTIONS,
+    DEFAULT_SUMMARY_PROMPT,
+)
+from langmem_tiers.summarizers.structured import REPLY_SCHEMA, StructuredSummarizer
 
 
-class ChatModelSummarizer(CallableSummarizer):
+class ChatModelSummarizer(StructuredSummarizer):
     """Summarize evicted turns with any LangChain chat model (sync ``invoke``, async ``ainvoke``).
+
+    When the memory asks for extraction, the same single call returns the summary and the
+    user's memories through ``model.with_structured_output`` (the JSON schema
+    ``langmem_tiers.summarizers.structured.REPLY_SCHEMA``). A model without structured output
+    (no tool calling) gets one plain summary call instead, and the memory extracts offline.
 
     Example:
         >>> from langchain_core.language_models.fake_chat_models import FakeListChatModel
@@ -36,6 +45,7 @@ class ChatModelSummarizer(CallableSummarizer):
         *,
         prompt: str = DEFAULT_SUMMARY_PROMPT,
         compress_prompt: str = DEFAULT_COMPRESS_PROMPT,
+        extract_instructions: str = DEFAULT_EXTRACT_INSTRUCTIONS,
     ) -> None:
         if not isinstance(model, BaseChatModel):
             raise ConfigError(f"model must be a LangChain BaseChatModel; got {type(model).__name__}")
@@ -47,7 +57,16 @@ class ChatModelSummarizer(CallableSummarizer):
         async def acall(prompt_text: str) -> str:
             return (await model.ainvoke([HumanMessage(prompt_text)])).text
 
-        super().__init__(call, acall, prompt=prompt, compress_prompt=compress_prompt)
+        def structured(prompt_text: str) -> Any:
+            # Built per call: with_structured_output raises NotImplementedError for a model without
+            # tool calling, which the shell turns into a plain summary call.
+            return model.with_structured_output(REPLY_SCHEMA).invoke([HumanMessage(prompt_text)])
+
+        async def astructured(prompt_text: str) -> Any:
+            return await model.with_structured_output(REPLY_SCHEMA).ainvoke([HumanMessage(prompt_text)])
+
+        super().__init__(call, acall, structured, astructured, prompt=prompt, compress_prompt=compress_prompt,
+                         extract_instructions=extract_instructions)
 
     def __repr__(self) -> str:
         return f"ChatModelSummarizer({type(self.model).__name__})"

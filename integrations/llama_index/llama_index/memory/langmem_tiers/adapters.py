@@ -17,24 +17,67 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.llms.llm import LLM
 
+from pydantic import BaseModel, Field
+
 from langmem_tiers.errors import ConfigError, RecallError
-from langmem_tiers.summarizers.base import DEFAULT_COMPRESS_PROMPT, DEFAULT_SUMMARY_PROMPT
-from langmem_tiers.summarizers.callable import CallableSummarizer
+from langmem_tiers.summarizers.base import (
+    DEFAULT_COMPRESS_PROMPT,
+    DEFAULT_EXTRACT_INSTRUCTIONS,
+    DEFAULT_SUMMARY_PROMPT,
+)
+from langmem_tiers.summarizers.structured import StructuredSummarizer
 
 
-class LlamaIndexSummarizer(CallableSummarizer):
+class ExtractedMemoryModel(BaseModel):
+    """One memory in a structured summary reply (pydantic, as ``structured_predict`` needs)."""
+
+    text: str
+    kind: str = "fact"
+    key: str | None = None
+    subject: str | None = None
+    relation: str | None = None
+    object: str | None = None
+    confidence: float = 1.0
+    message_ids: list[int] = Field(default_factory=list)
+
+
+class SummaryWithMemories(BaseModel):
+    """The updated conversation summary and the memories extracted from the new turns."""
+
+    summary: str
+    memories: list[ExtractedMemoryModel] = Field(default_factory=list)
+
+
+class LlamaIndexSummarizer(StructuredSummarizer):
     """A langmem-tiers summarizer that asks a LlamaIndex ``LLM``.
 
     Chat models get the prompt as one user message (``llm.chat``); completion
     models get it as is (``llm.complete``). Async uses ``achat`` / ``acomplete``.
+    When the memory asks for extraction, the same single call returns the summary and the
+    user's memories through ``llm.structured_predict(SummaryWithMemories, ...)`` (function
+    calling where the LLM has it, JSON parsing of its text otherwise); a reply that does not
+    parse gets one plain summary call instead, and the memory extracts offline.
     """
 
     def __init__(self, llm: LLM, *, prompt: str = DEFAULT_SUMMARY_PROMPT,
-                 compress_prompt: str = DEFAULT_COMPRESS_PROMPT) -> None:
+                 compress_prompt: str = DEFAULT_COMPRESS_PROMPT,
+                 extract_instructions: str = DEFAULT_EXTRACT_INSTRUCTIONS) -> None:
         if not isinstance(llm, LLM):
             raise ConfigError(f"llm must be a llama_index LLM, got {type(llm).__name__}")
         self.llm = llm
-        super().__init__(self._call, self._acall, prompt=prompt, compress_prompt=compress_prompt)
+        super().__init__(self._call, self._acall, self._structured, self._astructured, prompt=prompt,
+                         compress_prompt=compress_prompt, extract_instructions=extract_instructions)
+
+    def _structured(self, prompt: str) -> Any:
+        from llama_index.core.prompts import PromptTemplate
+
+        # The rendered prompt holds JSON braces: pass it as the template's one variable.
+        return self.llm.structured_predict(SummaryWithMemories, PromptTemplate("{prompt}"), prompt=prompt)
+
+    async def _astructured(self, prompt: str) -> Any:
+        from llama_index.core.prompts import PromptTemplate
+
+        return await self.llm.astructured_predict(SummaryWithMemories, PromptTemplate("{prompt}"), prompt=prompt)
 
     def __repr__(self) -> str:
         return f"LlamaIndexSummarizer({type(self.llm).__name__})"

@@ -555,3 +555,20 @@ def test_previous_page_cursor_with_interleaved_sessions(make_memory: Callable[..
             after = previous_after(a, page[0], limit)
             assert after is not None
             assert [m.id for m in a.messages_page(after=after, limit=limit)] == before
+
+
+def test_keyed_memories_show_their_supersession_history(serve: Callable[..., TestClient]) -> None:
+    client = serve()
+    old = api(client, "remember", {**DEMO, "text": "I live in Porto.", "key": "home_city"}).json()["record_id"]
+    new = api(client, "remember", {**DEMO, "text": "I moved to Lisbon.", "key": "home_city"}).json()["record_id"]
+    page = client.get("/session?session=demo&user=demo-user", headers=AUTH).text
+    memories = page.split('class="memories"', 1)[1].split("</ul>", 1)[0]
+    current, superseded = memories.split('<li class="superseded">', 1)
+    assert f"#{new} fact · key home_city" in current
+    assert "I moved to Lisbon." in current
+    assert f"#{old} fact · key home_city" in superseded
+    assert "(superseded)" in superseded
+    assert "I live in Porto." in superseded
+    bad = api(client, "remember", {**DEMO, "text": "x", "key": "Not A Key!"})
+    assert bad.status_code == 400
+    assert "key" in bad.json()["message"]

@@ -114,7 +114,7 @@ class Api:
 
     async def remember(self, request: Request) -> Response:
         data = await self._body(request, mutation=True)
-        allowed = (*SESSION_FIELDS, "text", "kind", "importance", "pinned", "tags")
+        allowed = (*SESSION_FIELDS, "text", "kind", "importance", "pinned", "tags", "key")
         memory = self._memory(data, allowed)
         tags = data.get("tags", [])
         if not isinstance(tags, list):
@@ -124,7 +124,7 @@ class Api:
             raise ApiError(400, "bad_field", f"pinned must be true or false; got {pinned!r:.40}")
         record_id = await run_in_threadpool(lambda: memory.remember(
             data.get("text"), data.get("kind", "fact"),  # type: ignore[arg-type]
-            importance=data.get("importance", 0.5), pinned=pinned, tags=tags))
+            importance=data.get("importance", 0.5), pinned=pinned, tags=tags, key=data.get("key")))
         return JSONResponse({"record_id": record_id})
 
     async def forget(self, request: Request) -> Response:

@@ -74,7 +74,9 @@ def schema(version: str) -> dict[str, Any]:
             "/api/remember": _post("Store an explicit memory", {
                 "text": {"type": "string"}, "kind": {"type": "string"},
                 "importance": {"type": "number", "minimum": 0, "maximum": 1}, "pinned": {"type": "boolean"},
-                "tags": {"type": "array", "items": {"type": "string"}}}, ["text"],
+                "tags": {"type": "array", "items": {"type": "string"}},
+                "key": {"type": "string", "description": "supersedes the user's current memory with this key"}},
+                ["text"],
                 {"type": "object", "properties": {"record_id": {"type": "integer"}}}),
             "/api/forget": _post("Erase a record, or a session, user or agent scope",
                                  {"target": {"oneOf": [{"type": "integer", "minimum": 1},

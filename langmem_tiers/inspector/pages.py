@@ -128,7 +128,9 @@ class Pages:
         kind = _text(form.get("kind")) or "fact"
         importance = _float(_text(form.get("importance")) or "0.5", "importance")
         pinned = form.get("pinned") is not None
-        record_id = await run_in_threadpool(memory.remember, text, kind, importance=importance, pinned=pinned)
+        key = (_text(form.get("key")) or "").strip() or None
+        record_id = await run_in_threadpool(lambda: memory.remember(text, kind, importance=importance, pinned=pinned,
+                                                                    key=key))
         return RedirectResponse(f"/session?{session_query(ns, notice=f'remembered record {record_id}')}",
                                 status_code=303)
 

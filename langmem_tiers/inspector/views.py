@@ -12,7 +12,7 @@ from typing import Any
 
 from langmem_tiers.context import Context
 from langmem_tiers.journal.base import Namespace, Scope
-from langmem_tiers.memory import MEMORY_KINDS, Stats, TieredMemory
+from langmem_tiers.memory import Stats, TieredMemory
 from langmem_tiers.messages import Message
 from langmem_tiers.recall.hits import RecallHit
 
@@ -131,23 +131,27 @@ class MemoryRow:
     text: str
     importance: float
     pinned: bool
-    tags: tuple[str, ...]
-    created_at: float
-    namespace: Namespace
+    key: str | None
+    valid_from: float
+    valid_to: float | None  # set once a newer memory with the same key superseded it
+    source: str  # "explicit", or the messages it was extracted from
+
+    @property
+    def current(self) -> bool:
+        return self.valid_to is None
 
 
 def memories(memory: TieredMemory) -> list[MemoryRow]:
-    """The user's explicit memories (fact, preference, event, skill, note), pinned first."""
-    rows: list[MemoryRow] = []
+    """The user's memories (``facts()``, superseded ones included as history): pinned first, then
+    current before superseded, newest first."""
     if memory.recall is None:
-        return rows
-    # Pinned records: the recall index's own listing (what context() delivers as "Pinned facts").
-    for r in memory.recall.pinned(Scope("user", memory.namespace)):
-        rows.append(MemoryRow(r.id, r.kind, r.text, r.importance, True, r.tags, r.created_at, r.namespace))
-    # The others: cleanup()'s dry run lists the user's records older than max_age, i.e. every one.
-    for h in memory.cleanup(max_age=-1.0, kinds=list(MEMORY_KINDS), dry_run=True):
-        rows.append(MemoryRow(h.record_id, h.kind, h.text, h.importance, h.pinned, h.tags, h.created_at,
-                              h.namespace))
+        return []
+    # facts() has no pinned flag: the recall index lists the pinned ones (what context() delivers first).
+    pinned = {r.id for r in memory.recall.pinned(Scope("user", memory.namespace))}
+    rows = [MemoryRow(f.id, f.kind, f.text, f.importance, f.id in pinned, f.key, f.valid_from, f.valid_to,
+                      "explicit" if f.source == "explicit" else "messages " + ", ".join(f"#{i}" for i in f.source))
+            for f in memory.facts(include_superseded=True)]
+    rows.sort(key=lambda r: (not r.pinned, not r.current, -r.valid_from))
     return rows
 
 

@@ -72,12 +72,12 @@ class LlamaIndexSummarizer(StructuredSummarizer):
         from llama_index.core.prompts import PromptTemplate
 
         # The rendered prompt holds JSON braces: pass it as the template's one variable.
-        return self.llm.structured_predict(SummaryWithMemories, PromptTemplate("{prompt}"), prompt=prompt)
+        return self.llm.structured_predict(SummaryWithMemories, PromptTemplate("{text}"), text=prompt)
 
     async def _astructured(self, prompt: str) -> Any:
         from llama_index.core.prompts import PromptTemplate
 
-        return await self.llm.astructured_predict(SummaryWithMemories, PromptTemplate("{prompt}"), prompt=prompt)
+        return await self.llm.astructured_predict(SummaryWithMemories, PromptTemplate("{text}"), text=prompt)
 
     def __repr__(self) -> str:
         return f"LlamaIndexSummarizer({type(self.llm).__name__})"

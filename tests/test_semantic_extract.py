@@ -115,7 +115,8 @@ def test_extractor_reads_user_messages_only_with_provenance() -> None:
                 Message("user", "I moved to Lisbon.", id=6)]
     found = extract_memories(messages)
     assert [(m.key, m.message_ids) for m in found] == [("cat_name", (4,)), ("location", (6,))]
-    assert found[1].triple is not None and found[1].triple.object == "Lisbon"
+    assert found[1].triple is not None
+    assert found[1].triple.object == "Lisbon"
 
 
 def test_keys() -> None:
@@ -138,7 +139,8 @@ def test_parse_good_reply_keeps_valid_items_only() -> None:
     assert parsed.summary == "Ada moved."
     assert [(m.text, m.key, m.message_ids) for m in parsed.memories] == [
         ("Ada lives in Lisbon", "home_city", (3,)), ("Likes tea", None, (3, 4))]  # unknown id 99: all turns
-    assert parsed.memories[0].triple is not None and parsed.memories[0].triple.object == "Lisbon"
+    assert parsed.memories[0].triple is not None
+    assert parsed.memories[0].triple.object == "Lisbon"
     assert len(parsed.problems) == 3
 
 

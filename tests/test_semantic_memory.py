@@ -84,7 +84,8 @@ def test_search_ranks_superseded_below_current_and_labels_them(tmp_path: Path) -
         new = memory.remember("home city Lisbon", key="home_city")
         hits = memory.search("home city Porto", k=5)
         assert [h.record_id for h in hits] == [new, old]  # Porto matches better, but it is the past
-        assert "valid_to" in hits[1].metadata and "valid_to" not in hits[0].metadata
+        assert "valid_to" in hits[1].metadata
+        assert "valid_to" not in hits[0].metadata
 
 
 async def test_async_remember_and_facts(tmp_path: Path) -> None:
@@ -104,7 +105,8 @@ def test_offline_extraction_supersedes_and_keeps_provenance(tmp_path: Path) -> N
         evict_all(memory, at=start + 100)
         facts = {f.key: f for f in memory.facts()}
         assert facts["location"].text == "I live in Porto near the river."
-        assert isinstance(facts["location"].source, tuple) and facts["location"].triple == \
+        assert isinstance(facts["location"].source, tuple)
+        assert facts["location"].triple == \
             Triple("user", "lives_in", "Porto")
         said = [m for m in memory.messages() if m.text == "I live in Porto near the river."]
         assert facts["location"].source == (said[0].id,)
@@ -125,14 +127,17 @@ def test_a_fact_said_again_is_merged_not_duplicated(tmp_path: Path) -> None:
         chat(memory, ["My cat is called Miso."])
         evict_all(memory)
         cats = [f for f in memory.facts(include_superseded=True) if f.key == "cat_name"]
-        assert len(cats) == 1 and isinstance(cats[0].source, tuple) and len(cats[0].source) == 2
+        assert len(cats) == 1
+        assert isinstance(cats[0].source, tuple)
+        assert len(cats[0].source) == 2
 
 
 def test_extraction_off_stores_no_memories(tmp_path: Path) -> None:
     with open_memory(tmp_path, config=SMALL_CONFIG.with_changes(extract_memories=False)) as memory:
         chat(memory, ["My cat is called Miso."])
         evict_all(memory)
-        assert memory.summary and memory.facts() == []
+        assert memory.summary
+        assert memory.facts() == []
 
 
 class StructuredFake:
@@ -185,7 +190,8 @@ def test_a_failed_summary_stores_no_memory_and_loses_nothing(tmp_path: Path) -> 
     with open_memory(tmp_path, summarizer=failing) as memory:
         chat(memory, ["My cat is called Miso."])
         chat(memory, [f"small talk {i} about nothing much at all today" for i in range(6)])
-        assert failing.calls and memory.facts() == []
+        assert failing.calls
+        assert memory.facts() == []
         assert memory.stats().pending_summary_messages > 0
         memory.summarizer = ExtractiveSummarizer()
         memory._drivers.summarizer = memory.summarizer  # the outage ends
@@ -220,7 +226,8 @@ def test_erasure_covers_extracted_facts_and_their_triples(tmp_path: Path) -> Non
         # forget(fact) erases the fact alone; the conversation stays.
         before = len(memory.messages())
         assert memory.forget(facts["location"].id) == 1
-        assert "location" not in {f.key for f in memory.facts()} and len(memory.messages()) == before
+        assert "location" not in {f.key for f in memory.facts()}
+        assert len(memory.messages()) == before
         # forget(turn) erases its messages and the facts that came only from them, triple included.
         turn = next(h for h in memory.search("cat called Miso", k=5, kinds=["turn"]))
         memory.forget(turn.record_id)
@@ -250,14 +257,18 @@ def test_profile_delivers_current_facts_dated_and_history_only_when_asked(tmp_pa
     with open_memory(tmp_path, "tuesday") as today:
         today.add("user", "Where do I live?")
         text = memory_text(today, "Where do I live?")
-        assert "Lives in Lisbon" in text and "Porto" not in text
+        assert "Lives in Lisbon" in text
+        assert "Porto" not in text
         assert time.strftime("[since %Y-%m-%d]", time.gmtime()) in text
         past = memory_text(today, "Where did I live before?")
-        assert "previously" in past and "Lives in Porto" in past
+        assert "previously" in past
+        assert "Lives in Porto" in past
         ctx = today.context(query="Where do I live?")
-        assert ctx.tokens.profile > 0 and len(ctx.profile) == 2
+        assert ctx.tokens.profile > 0
+        assert len(ctx.profile) == 2
         explained = ctx.explain()
-        assert "profile" in explained.splitlines()[0] and "Lives in Lisbon" in explained
+        assert "profile" in explained.splitlines()[0]
+        assert "Lives in Lisbon" in explained
 
 
 def test_profile_stays_within_its_share_and_reports_what_it_left_out(tmp_path: Path) -> None:

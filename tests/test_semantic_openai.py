@@ -53,7 +53,8 @@ def test_one_structured_request_returns_summary_and_memories(server: FakeOpenAIS
     server.push(Reply(GOOD))
     result = summarizer.summarize(REQUEST)
     assert isinstance(result, SummaryResult)
-    assert result.text == "Ada moved to Lisbon." and result.extraction_error is None
+    assert result.text == "Ada moved to Lisbon."
+    assert result.extraction_error is None
     [memory] = result.memories
     assert (memory.key, memory.message_ids, memory.triple and memory.triple.object) == ("home_city", (11,), "Lisbon")
     [body] = server.bodies("chat")
@@ -61,7 +62,8 @@ def test_one_structured_request_returns_summary_and_memories(server: FakeOpenAIS
     assert body["response_format"]["json_schema"]["name"] == "summary_with_memories"
     prompt = body["messages"][1]["content"]
     assert "[#11] [2024-04-24 23:06] user: I moved to Lisbon last month." in prompt
-    assert '"memories"' in prompt and "Reply with the summary text only." not in prompt
+    assert '"memories"' in prompt
+    assert "Reply with the summary text only." not in prompt
 
 
 async def test_async_and_json_object_mode(server: FakeOpenAIServer) -> None:
@@ -69,7 +71,8 @@ async def test_async_and_json_object_mode(server: FakeOpenAIServer) -> None:
     server.push(Reply("```json\n" + GOOD + "\n```"))
     result = await s.asummarize(REQUEST)
     await s.aclose()
-    assert isinstance(result, SummaryResult) and len(result.memories) == 1
+    assert isinstance(result, SummaryResult)
+    assert len(result.memories) == 1
     assert server.bodies("chat")[0]["response_format"] == {"type": "json_object"}
 
 
@@ -99,7 +102,8 @@ def test_malformed_or_partial_extraction_keeps_the_summary(server: FakeOpenAISer
     if error is None:
         assert result.extraction_error is None
     else:
-        assert result.extraction_error is not None and error in result.extraction_error
+        assert result.extraction_error is not None
+        assert error in result.extraction_error
 
 
 @pytest.mark.parametrize("reply", [

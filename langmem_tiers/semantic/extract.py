@@ -128,7 +128,7 @@ def extract_sentence(sentence: str, message_id: int | None = None) -> ExtractedM
     return ExtractedMemory(text=text, kind=kind, key=key, triple=triple, confidence=confidence, message_ids=ids)
 
 
-def _classify(lower: str, original: str, personal: set[str]) -> tuple[str, str | None, Triple | None]:
+def _classify(lower: str, original: str, personal: frozenset[str]) -> tuple[str, str | None, Triple | None]:
     # Patterns match the lowercased text; values are cut from the original (same length: only
     # ASCII case and one apostrophe differ), so "Lisbon" keeps its capital.
     same = len(original) == len(lower)

@@ -124,8 +124,8 @@ def _memory(item: Any, allowed: set[int], fallback: tuple[int, ...]) -> Extracte
     text = " ".join(text.split())[:MAX_MEMORY_CHARS]
     if "\x00" in text:
         raise ValueError("text holds a NUL byte")
-    kind = item.get("kind") if isinstance(item.get("kind"), str) else "fact"
-    kind = kind.strip().lower()
+    raw_kind = item.get("kind")
+    kind = raw_kind.strip().lower() if isinstance(raw_kind, str) else "fact"
     if kind not in EXTRACTED_KINDS:
         raise ValueError(f"kind {kind!r:.40} is not one of {', '.join(EXTRACTED_KINDS)}")
     key = normalize_key(item["key"]) if isinstance(item.get("key"), str) else None
@@ -135,9 +135,8 @@ def _memory(item: Any, allowed: set[int], fallback: tuple[int, ...]) -> Extracte
     cited = item.get("message_ids")
     ids = tuple(sorted({m for m in cited if isinstance(m, int) and not isinstance(m, bool) and m in allowed})) \
         if isinstance(cited, list) else ()
-    parts = [item.get(f) for f in ("subject", "relation", "object")]
-    triple = Triple(*(" ".join(p.split())[:200] for p in parts)) \
-        if all(isinstance(p, str) and p.strip() for p in parts) else None  # type: ignore[union-attr]
+    parts = [p for p in (item.get(f) for f in ("subject", "relation", "object")) if isinstance(p, str) and p.strip()]
+    triple = Triple(*(" ".join(p.split())[:200] for p in parts)) if len(parts) == 3 else None
     return ExtractedMemory(text=text, kind=kind, key=key, triple=triple,
                            confidence=float(min(1.0, max(0.0, confidence))), message_ids=ids or fallback)
 

@@ -31,8 +31,8 @@ from dataclasses import dataclass
 
 from langmem_tiers.errors import ConfigError
 from langmem_tiers.messages import Message
-from langmem_tiers.specifics import SPECIFIC_THRESHOLD, core_of, salience, sentence_shape, split_sentences
 from langmem_tiers.semantic.extract import extract_memories
+from langmem_tiers.specifics import SPECIFIC_THRESHOLD, core_of, salience, sentence_shape, split_sentences
 from langmem_tiers.summarizers.base import SummaryRequest, SummaryResult
 from langmem_tiers.text import STOPWORDS, WORD
 

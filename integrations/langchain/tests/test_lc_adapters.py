@@ -9,10 +9,10 @@ from typing import Any
 import chromadb
 import pytest
 from langchain_chroma import Chroma
-from langchain_core.embeddings import DeterministicFakeEmbedding
-from langchain_core.language_models.fake_chat_models import FakeListChatModel
 from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.language_models import BaseChatModel
+from langchain_core.language_models.fake_chat_models import FakeListChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.utils.function_calling import convert_to_openai_tool
@@ -120,11 +120,13 @@ def test_chat_model_summarizer_extracts_in_the_same_call(tmp_path, broken: bool)
         if broken:  # off-schema: one plain summary call instead, and the offline extractor
             assert memory.summary == "Plain summary of the turns."
             keyed = [f for f in facts if f.key]  # the filler's "my garden project" is kept too, unkeyed
-            assert [f.key for f in keyed] == ["cat_name"] and keyed[0].text.startswith("my cat is called Miso")
+            assert [f.key for f in keyed] == ["cat_name"]
+            assert keyed[0].text.startswith("my cat is called Miso")
         else:
             assert memory.summary == "The user talked about their cat."
             assert [(f.text, f.key) for f in facts] == [("The user's cat is called Miso", "cat_name")]
-            assert isinstance(facts[0].source, tuple) and facts[0].source == (memory.messages()[0].id,)
+            assert isinstance(facts[0].source, tuple)
+            assert facts[0].source == (memory.messages()[0].id,)
 
 
 async def test_chat_model_summarizer_extracts_async(tmp_path) -> None:
@@ -132,7 +134,8 @@ async def test_chat_model_summarizer_extracts_async(tmp_path) -> None:
     summarizer = ChatModelSummarizer(llm)
     request = SummaryRequest("", (Message("user", "My cat is called Miso.", id=5),), 100, len, extract=True)
     result = await summarizer.asummarize(request)
-    assert isinstance(result, SummaryResult) and [m.message_ids for m in result.memories] == [(5,)]
+    assert isinstance(result, SummaryResult)
+    assert [m.message_ids for m in result.memories] == [(5,)]
     assert llm.calls == 1
 
 
@@ -140,5 +143,7 @@ def test_chat_model_without_tool_calling_costs_no_extra_call() -> None:
     llm = FakeListChatModel(responses=["summary one"])
     request = SummaryRequest("", (Message("user", "My cat is called Miso.", id=5),), 100, len, extract=True)
     result = ChatModelSummarizer(llm).summarize(request)
-    assert isinstance(result, SummaryResult) and result.text == "summary one"
-    assert result.memories == () and result.extraction_error  # the memory extracts offline
+    assert isinstance(result, SummaryResult)
+    assert result.text == "summary one"
+    assert result.memories == ()
+    assert result.extraction_error

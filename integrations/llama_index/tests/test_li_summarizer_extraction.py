@@ -64,14 +64,18 @@ def test_structured_predict_returns_summary_and_memories_in_one_call() -> None:
 async def test_async_structured_predict() -> None:
     llm = JsonLLM()
     result = await LlamaIndexSummarizer(llm).asummarize(REQUEST)
-    assert isinstance(result, SummaryResult) and len(result.memories) == 1 and llm.calls == 1
+    assert isinstance(result, SummaryResult)
+    assert len(result.memories) == 1
+    assert llm.calls == 1
 
 
 def test_off_schema_reply_falls_back_to_a_plain_summary() -> None:
     llm = JsonLLM(mode="garbage")
     result = LlamaIndexSummarizer(llm).summarize(REQUEST)
     assert isinstance(result, SummaryResult)
-    assert result.text == "Plain summary of the turns." and result.memories == () and result.extraction_error
+    assert result.text == "Plain summary of the turns."
+    assert result.memories == ()
+    assert result.extraction_error
 
 
 @pytest.mark.parametrize("mode", ["good", "garbage"])
@@ -87,4 +91,5 @@ def test_through_the_memory(tmp_path, mode: str) -> None:
         keyed = [f for f in memory.facts() if f.key]
         assert [f.key for f in keyed] == ["cat_name"]
         expected = "The user's cat is called Miso" if mode == "good" else "my cat is called Miso"
-        assert keyed[0].text.startswith(expected) and keyed[0].source == (memory.messages()[0].id,)
+        assert keyed[0].text.startswith(expected)
+        assert keyed[0].source == (memory.messages()[0].id,)

@@ -16,7 +16,6 @@ from typing import Any
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.llms.llm import LLM
-
 from pydantic import BaseModel, Field
 
 from langmem_tiers.errors import ConfigError, RecallError

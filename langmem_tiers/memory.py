@@ -61,7 +61,7 @@ log = logging.getLogger(__name__)
 
 JOURNAL_FILE = "journal.sqlite3"
 CHROMA_DIR = "chroma"
-MEMORY_KINDS = ("fact", "preference", "event", "skill", "note")
+MEMORY_KINDS = ("fact", "preference", "event", "skill", "note", "relation")
 COLLECTION_LAYOUT = "_v2"  # v2: no documents, namespaces as journal ids
 _NO_END = 2**62  # an upper bound for message ids in "messages after X" reads
 
@@ -828,7 +828,8 @@ class TieredMemory:
 
         self._require_recall()
         ns_ids = [n for n, _ in self.journal.namespaces(Scope("user", self.namespace))]
-        records = self.journal.scoped_records(ns_ids, list(kinds))
+        # Only current memories: a superseded one is history, never merged away.
+        records = [r for r in self.journal.scoped_records(ns_ids, list(kinds)) if r.valid_to is None]
         merged_away: list[int] = []
         for i, keep in enumerate(records):
             if keep.id in merged_away:

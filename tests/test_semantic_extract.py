@@ -75,11 +75,40 @@ CASES: list[tuple[str, tuple[str, str] | None]] = [
     ("Okay, let me check.", None),
 ]
 
+# Held out: written after the extractor, before running it on them, and not tuned on since
+# (measured: precision 1.00, recall 0.87, kind+key accuracy 0.85; the misses are listed in the report).
+HOLDOUT: list[tuple[str, tuple[str, str] | None]] = [
+    ("Oh by the way, my daughter Lily just turned seven.", ("relation", "")),
+    ("We finally moved into our new flat in Leeds.", ("fact", "location")),
+    ("I've been a teacher for ten years.", ("fact", "occupation")),
+    ("My husband is allergic to shellfish.", ("relation", "")),
+    ("I switched to a standing desk last month.", ("fact", "")),
+    ("I don't drink coffee anymore.", ("preference", "")),
+    ("I drive a 2015 Honda Civic.", ("fact", "")),
+    ("My wifi password is tulip-42.", ("fact", "password")),
+    ("I'll be in Tokyo from June 2 to June 9.", ("event", "")),
+    ("I started learning Portuguese in January.", ("fact", "")),
+    ("Our son goes to Riverside Elementary.", ("relation", "")),
+    ("I can't stand horror movies.", ("preference", "")),
+    ("My email is ada@example.com.", ("fact", "email")),
+    ("I now live in Madrid.", ("fact", "location")),
+    ("My brother Tom works at Google.", ("relation", "")),
+    ("The weather in Lisbon is lovely today.", None),
+    ("You mentioned Rome earlier, right?", None),
+    ("That recipe from your last message was great.", None),
+    ("My goodness, what a day.", None),
+    ("Could you remind me what we discussed?", None),
+    ("Lol, my bad.", None),
+    ("The meeting is at 10am in room 4B.", None),
+    ("I guess that works.", None),
+    ("Sure, I can do that.", None),
+]
 
-def _measure() -> tuple[float, float, float, list[str]]:
+
+def _measure(cases: list[tuple[str, tuple[str, str] | None]]) -> tuple[float, float, float, list[str]]:
     tp = fp = fn = key_right = 0
     misses = []
-    for sentence, expected in CASES:
+    for sentence, expected in cases:
         got = extract_sentence(sentence, 1)
         if expected is None:
             if got is not None:
@@ -99,14 +128,19 @@ def _measure() -> tuple[float, float, float, list[str]]:
     return tp / (tp + fp), tp / (tp + fn), key_right / tp, misses
 
 
-def test_offline_extractor_precision_recall_on_hand_made_cases() -> None:
-    precision, recall, key_accuracy, misses = _measure()
-    print(f"\noffline extractor on {len(CASES)} cases: precision {precision:.2f}, recall {recall:.2f}, "
+@pytest.mark.parametrize(("name", "cases", "floors"), [
+    # Floors just under what was measured (see the report), so a regression fails.
+    ("development", CASES, (0.95, 0.9, 0.9)),
+    ("held-out", HOLDOUT, (0.9, 0.8, 0.8)),
+])
+def test_offline_extractor_precision_recall_on_hand_made_cases(
+        name: str, cases: list[tuple[str, tuple[str, str] | None]], floors: tuple[float, float, float]) -> None:
+    precision, recall, key_accuracy, misses = _measure(cases)
+    print(f"\noffline extractor, {name} cases ({len(cases)}): precision {precision:.2f}, recall {recall:.2f}, "
           f"kind+key accuracy {key_accuracy:.2f}\n" + "\n".join(misses))
-    # Floors just under what was measured when this was written (see the report), so a regression fails.
-    assert precision >= 0.95
-    assert recall >= 0.85
-    assert key_accuracy >= 0.8
+    assert precision >= floors[0]
+    assert recall >= floors[1]
+    assert key_accuracy >= floors[2]
 
 
 def test_extractor_reads_user_messages_only_with_provenance() -> None:

@@ -1118,3 +1118,32 @@ def test_erasing_messages_erases_memories_that_came_only_from_them(journal: Jour
     assert {r.id: r.message_ids for r in journal.records([only, shared, explicit, turn])} == {
         shared: (m2,), explicit: ()}
     assert all(h.record_id != only for h in journal.keyword_search("said once", [ns_id], 5))
+
+
+def test_semantic_tier_end_to_end(backend: Backend) -> None:
+    """Keyed supersession, extraction in the summary transaction and erasure, on every backend."""
+    from langmem_tiers import MemoryConfig, TieredMemory
+
+    user = f"u-{uuid.uuid4().hex[:8]}"
+    config = MemoryConfig(context_tokens=1200, window_tokens=200, summary_tokens=80, recall_tokens=300)
+    path = backend.memory_path(user)
+    with TieredMemory.open(path, session_id="one", user_id=user, embedder=False, config=config) as memory, \
+            TieredMemory.open(path, session_id="two", user_id=user, embedder=False, config=config) as other:
+        memory.remember("Lives in Porto", key="home_city")
+        other.remember("Lives in Lisbon", key="home_city")  # another session of the user supersedes it
+        assert [f.text for f in memory.facts()] == ["Lives in Lisbon"]
+        assert [(f.text, f.current) for f in memory.facts(include_superseded=True)] == [
+            ("Lives in Porto", False), ("Lives in Lisbon", True)]
+        memory.add("user", "My cat is called Miso.")
+        memory.add("assistant", "Lovely.")
+        for i in range(10):
+            memory.add("user", f"Question {i} about tide pools and the weather on the coast.")
+            memory.add("assistant", "A long answer about tide pools. " * 4)
+        memory.flush()
+        [cat] = [f for f in memory.facts() if f.key == "cat_name"]
+        assert cat.source == (memory.messages()[0].id,)
+        turn = next(h for h in memory.search("cat called Miso", k=5, kinds=["turn"]))
+        memory.forget(turn.record_id)
+        assert [f.key for f in memory.facts() if f.key] == ["home_city"]
+        memory.forget("user")
+        assert other.facts() == []

@@ -19,6 +19,8 @@ from llama_index.memory.langmem_tiers.memory import TieredChatMemory
 from llama_index.memory.langmem_tiers.messages import from_chat_message, to_chat_message
 from llama_index.memory.langmem_tiers.tools import create_memory_tools
 
+__version__ = "0.1.0"
+
 __all__ = [
     "LlamaIndexEmbedder",
     "LlamaIndexSummarizer",

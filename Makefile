@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # A CPU build of torch; an unpinned install pulls a multi-GB CUDA build (see DESIGN.md).
 TORCH := torch==2.13.0
 
-.PHONY: demo install test lint typecheck pytest bench clean
+.PHONY: demo install test lint typecheck pytest bench clean docs
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,11 @@ pytest: install
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test: lint typecheck pytest
+
+# The API reference from the docstrings (mkdocs-material + mkdocstrings), into build/docs. The test suite
+# builds it with --strict too (tests/test_docs.py), so broken references fail `make test`.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 bench: install
 	$(BIN)/python benchmarks/core_latency.py

@@ -212,6 +212,19 @@ def test_plan_supersedes_by_key_and_dedupes() -> None:
     assert [(m.record_id, m.importance, m.message_ids) for m in plan.merges] == [(2, 0.8, (2, 9))]
 
 
+def test_plan_same_keyed_value_in_other_words_is_a_duplicate() -> None:
+    current = [Record(1, NS, "fact", "Ada lives in Lisbon", (3,), created_at=10.0, key="home_city",
+                      metadata={"triple": ["Ada", "lives_in", "Lisbon"]})]
+    same = NewRecord("fact", "The user's home is in lisbon", (8,), created_at=20.0, key="home_city",
+                     metadata={"triple": ["user", "home", " Lisbon "]})
+    changed = NewRecord("fact", "The user's home is in Porto", (9,), created_at=30.0, key="home_city",
+                        metadata={"triple": ["user", "home", "Porto"]})
+    plan = plan_memories([same, changed], current, NS)
+    assert [(m.record_id, m.message_ids) for m in plan.merges] == [(1, (3, 8))]
+    assert plan.supersede == ((1, 30.0),)
+    assert [i.record.text for i in plan.inserts] == ["The user's home is in Porto"]
+
+
 def test_plan_older_value_is_stored_as_history() -> None:
     current = [_rec(1, "I live in Lisbon", "location", 50.0)]
     plan = plan_memories([NewRecord("fact", "I live in Porto", (3,), created_at=10.0, key="location")], current, NS)

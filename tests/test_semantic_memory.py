@@ -132,6 +132,18 @@ def test_a_fact_said_again_is_merged_not_duplicated(tmp_path: Path) -> None:
         assert len(cats[0].source) == 2
 
 
+async def test_async_path_extracts_in_the_summary_call(tmp_path: Path) -> None:
+    fake = StructuredFake("good")
+    with open_memory(tmp_path, summarizer=fake) as memory:
+        await memory.aadd("user", "My favourite colour is teal.")
+        await memory.aadd("assistant", "Nice.")
+        for i in range(6):
+            await memory.aadd("user", f"small talk {i} about nothing much at all today")
+            await memory.aadd("assistant", "Noted. " + " ".join(f"filler{i}x{j}" for j in range(12)))
+        await memory.aflush()
+        assert [f.text for f in await memory.afacts()] == ["The user's favourite colour is teal"]
+
+
 def test_extraction_off_stores_no_memories(tmp_path: Path) -> None:
     with open_memory(tmp_path, config=SMALL_CONFIG.with_changes(extract_memories=False)) as memory:
         chat(memory, ["My cat is called Miso."])

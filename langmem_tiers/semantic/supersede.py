@@ -4,7 +4,8 @@ Rules (applied to the candidates in order, each seeing the ones before it):
 
 1. **Dedupe** (extracted memories only; ``remember()`` always stores what it is given): a
    candidate of the same kind as one of the user's current memories, with the same key
-   (or both without one) and nearly the same words (Jaccard >= ``DUPLICATE_OVERLAP``), is
+   (or both without one) and nearly the same words (Jaccard >= ``DUPLICATE_OVERLAP``) or,
+   for a keyed one, the same value (the object of its triple, case and spaces aside), is
    not stored again: the existing memory takes the higher importance and, when it is an
    extracted memory of the same session, the candidate's message ids as extra provenance
    (an explicit memory stays explicit; provenance never crosses sessions, so erasing a
@@ -17,8 +18,9 @@ Rules (applied to the candidates in order, each seeing the ones before it):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from langmem_tiers.journal.base import Namespace, NewRecord, Record
 from langmem_tiers.text import WORD
@@ -63,6 +65,11 @@ class _Entry:
     record: Record | None = None
     insert: int | None = None  # index into the inserts
     superseded_at: float | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def value(self) -> str | None:
+        return _value(self.metadata)
 
 
 def plan_memories(candidates: Sequence[NewRecord], current: Sequence[Record], namespace: Namespace,
@@ -80,8 +87,8 @@ def plan_memories(candidates: Sequence[NewRecord], current: Sequence[Record], na
         >>> plan.supersede, [i.record.text for i in plan.inserts]
         (((1, 20.0),), ['I moved to Lisbon'])
     """
-    entries = [_Entry(r.kind, r.key, r.text, r.created_at, r.importance, r.message_ids, record=r)
-               for r in current if r.valid_to is None]
+    entries = [_Entry(r.kind, r.key, r.text, r.created_at, r.importance, r.message_ids, record=r,
+                      metadata=r.metadata) for r in current if r.valid_to is None]
     inserts: list[Insert] = []
     merges: dict[int, Merge] = {}
     supersede: dict[int, float] = {}
@@ -118,19 +125,31 @@ def plan_memories(candidates: Sequence[NewRecord], current: Sequence[Record], na
             superseded_at = min(newer) if newer else None
         entries.append(_Entry(candidate.kind, candidate.key, candidate.text, candidate.created_at,
                               candidate.importance, candidate.message_ids, insert=len(inserts),
-                              superseded_at=superseded_at))
+                              superseded_at=superseded_at, metadata=candidate.metadata))
         inserts.append(Insert(candidate, superseded_at))
     return MemoryPlan(tuple(inserts), tuple(merges.values()), tuple(supersede.items()))
 
 
 def _duplicate(candidate: NewRecord, live: Sequence[_Entry]) -> _Entry | None:
     words = _words(candidate.text)
+    value = _value(candidate.metadata)
     for entry in live:
         if entry.kind != candidate.kind or entry.key != candidate.key:
             continue
         other = _words(entry.text)
         if words == other or (words and other and len(words & other) / len(words | other) >= DUPLICATE_OVERLAP):
             return entry
+        # The same keyed value said in other words ("Ada lives in Lisbon" / "The user's home is
+        # Lisbon", both home_city -> Lisbon) is the same memory, not a change.
+        if candidate.key is not None and value is not None and value == entry.value:
+            return entry
+    return None
+
+
+def _value(metadata: Mapping[str, Any]) -> str | None:
+    triple = metadata.get("triple")
+    if isinstance(triple, list | tuple) and len(triple) == 3 and isinstance(triple[2], str) and triple[2].strip():
+        return " ".join(triple[2].lower().split())
     return None
 
 

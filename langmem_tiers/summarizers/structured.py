@@ -28,6 +28,11 @@ from langmem_tiers.summarizers.callable import CallableSummarizer
 
 log = logging.getLogger(__name__)
 
+# After this many structured replies in a row that could not be read, the model is taken as
+# unable to answer in shape: summaries go plain (one call each, the memory extracts offline)
+# instead of paying a failed call and a plain one every time. Any success resets the count.
+MAX_STRUCTURED_FAILURES = 3
+
 # The JSON schema of the reply, with the title and description tool-calling APIs want.
 REPLY_SCHEMA: dict[str, Any] = {
     "title": JSON_SCHEMA["name"],
@@ -77,25 +82,37 @@ class StructuredSummarizer(CallableSummarizer):
         self.structured = structured
         self.astructured = astructured
         self.extract_instructions = extract_instructions
+        self.structured_failures = 0
 
     def _structured_prompt(self, request: SummaryRequest) -> str:
         return render_prompt(request, self.prompt, self.compress_prompt, extract=True,
                              extract_instructions=self.extract_instructions)
 
+    def _use_structured(self, request: SummaryRequest) -> bool:
+        return request.wants_memories and self.structured_failures < MAX_STRUCTURED_FAILURES
+
+    def _failed(self, e: Exception) -> str:
+        self.structured_failures += 1
+        log.warning("structured summary failed (%d in a row), summarizing without extraction: %s: %s",
+                    self.structured_failures, type(e).__name__, e)
+        return f"{type(e).__name__}: {e}"
+
     def summarize(self, request: SummaryRequest) -> str | SummaryResult:  # type: ignore[override]
-        if not request.wants_memories:
+        if not self._use_structured(request):
             return super().summarize(request)
         try:
-            return summary_result(self.structured(self._structured_prompt(request)), request)
+            result = summary_result(self.structured(self._structured_prompt(request)), request)
         except Exception as e:  # the model cannot answer in shape: one plain summary call instead
-            log.warning("structured summary failed, summarizing without extraction: %s: %s", type(e).__name__, e)
-            return SummaryResult(super().summarize(request), (), f"{type(e).__name__}: {e}")
+            return SummaryResult(super().summarize(request), (), self._failed(e))
+        self.structured_failures = 0
+        return result
 
     async def asummarize(self, request: SummaryRequest) -> str | SummaryResult:  # type: ignore[override]
-        if not request.wants_memories:
+        if not self._use_structured(request):
             return await super().asummarize(request)
         try:
-            return summary_result(await self.astructured(self._structured_prompt(request)), request)
+            result = summary_result(await self.astructured(self._structured_prompt(request)), request)
         except Exception as e:
-            log.warning("structured summary failed, summarizing without extraction: %s: %s", type(e).__name__, e)
-            return SummaryResult(await super().asummarize(request), (), f"{type(e).__name__}: {e}")
+            return SummaryResult(await super().asummarize(request), (), self._failed(e))
+        self.structured_failures = 0
+        return result

@@ -78,6 +78,15 @@ def test_off_schema_reply_falls_back_to_a_plain_summary() -> None:
     assert result.extraction_error
 
 
+def test_a_model_that_never_answers_in_shape_stops_costing_an_extra_call() -> None:
+    llm = JsonLLM(mode="garbage")
+    summarizer = LlamaIndexSummarizer(llm)
+    for _ in range(5):
+        summarizer.summarize(REQUEST)
+    # Three failed structured calls (each followed by a plain one), then plain calls only.
+    assert llm.calls == 3 * 2 + 2
+
+
 @pytest.mark.parametrize("mode", ["good", "garbage"])
 def test_through_the_memory(tmp_path, mode: str) -> None:
     with TieredMemory.open(tmp_path, session_id="s", user_id="u", config=SMALL, embedder=False,

@@ -731,13 +731,13 @@ EVALUATION = [
     haystacks = load_locomo(data, LIMIT)
     for hay in haystacks:
         scored = sum(q.excluded is None for q in hay.questions)
-        print(f"{hay.hid}: {len(hay.sessions)} sessions, {hay.n_turns} turns, {scored} questions scored "
+        print(f"{hay.hid}: {len(hay.sessions)} sessions, {hay.n_messages} messages, {scored} questions scored "
               f"(of {len(hay.questions)})")
     """),
     md("""
     ## Run the retrievers
 
-    `run_benchmark` builds a fresh store per conversation, ingests every turn, asks every question once with
+    `run_benchmark` builds a fresh store per conversation, ingests every message, asks every question once with
     the largest k and scores the smaller cut-offs from the same ranking. The embedding retrievers share one
     MiniLM model (loaded once here), so the comparison is about retrieval, not embeddings.
     """),
@@ -749,15 +749,15 @@ EVALUATION = [
         start = time.perf_counter()
         results[name] = run_benchmark("locomo", haystacks, spec, K, progress=False)
         print(f"{name:>6}: {time.perf_counter() - start:5.1f} s, query p50 {results[name]['latency_ms']['p50']} ms, "
-              f"{results[name]['counts']['turns_per_unit']} turns per unit")
+              f"{results[name]['counts']['messages_per_unit']} messages per unit")
     """),
     md("""
     ## Recall@k by category
 
     One row per retriever and cut-off, per LoCoMo category (the number of questions in brackets). LoCoMo
     numbers its categories; by the usual reading 1 is multi-hop, 2 temporal, 3 open-domain and 4 single-hop.
-    `turns per unit` matters when comparing: a unit of `ours` is a recall hit that may cover several turns
-    (a user turn and its reply), while the baselines return single turns.
+    `messages per unit` matters when comparing: a unit of `ours` is a recall hit that covers a whole turn
+    (a user message and its reply: several LoCoMo messages), while these baselines return single messages.
     """),
     code("""
     first = results[RETRIEVERS[0]]
@@ -781,7 +781,7 @@ EVALUATION = [
         for i, (name, result) in enumerate(results.items()):
             values = [result["by_category"][c][metric] for c in categories] + [result["overall"][metric]]
             ax.bar([g + (i - (len(results) - 1) / 2) * width for g in range(len(groups))], values, width,
-                   label=f"{name} ({result['counts']['turns_per_unit']} turns/unit)")
+                   label=f"{name} ({result['counts']['messages_per_unit']} messages/unit)")
         ax.set_xticks(range(len(groups)))
         ax.set_xticklabels([f"cat {c}" if c != "overall" else c for c in groups])
         ax.set_title(metric)

@@ -77,3 +77,13 @@ def test_demo_runs_offline(tmp_path: Path) -> None:
     assert figures["final_context_tokens"] <= 2400
     text = (tmp_path / "demo.txt").read_text()
     assert "questions about turns that left the window" in text
+
+
+def test_eval_subcommand_is_the_harness_parser(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """`langmem-tiers eval ...` takes exactly the harness's options (one parser) and fails with one line."""
+    with pytest.raises(SystemExit) as done:
+        main(["eval", "--help"])
+    assert done.value.code == 0
+    assert "--layout" in capsys.readouterr().out
+    assert main(["eval", "locomo", "--data", str(tmp_path / "missing.json"), "--retriever", "bm25"]) == 2
+    assert "does not exist" in capsys.readouterr().err

@@ -20,7 +20,14 @@ from dataclasses import dataclass
 from langmem_tiers.messages import Message
 from langmem_tiers.semantic.keys import normalize_key
 from langmem_tiers.semantic.types import ExtractedMemory, Triple
-from langmem_tiers.specifics import PERSONAL_KINDS, core_of, score_sentence, split_sentences
+from langmem_tiers.specifics import (
+    PERSONAL_KINDS,
+    Specificity,
+    core_of,
+    salience,
+    score_sentence,
+    split_sentences,
+)
 
 # Below this score a first-person sentence is small talk ("I love this weather" scores 1.0+,
 # so the personal evidence must be more than mild liking, or carry a value).
@@ -97,22 +104,27 @@ def extract_memories(messages: Sequence[Message]) -> list[ExtractedMemory]:
         >>> [(x.kind, x.key, x.triple.object if x.triple else None, x.message_ids) for x in m]
         [('fact', 'location', 'lisbon', (7,))]
     """
+    said = [(message.id, sentence) for message in messages if message.role == "user" and message.text.strip()
+            for sentence in split_sentences(message.text)]
+    # Scored in context: a sentence whose template recurs with other values ("Turn 5: today I spent
+    # time on my piano project ...") is filler, as the offline summarizer judges it too.
+    specs = salience([sentence for _, sentence in said])
     out: list[ExtractedMemory] = []
     seen: set[str] = set()
-    for message in messages:
-        if message.role != "user" or not message.text.strip():
-            continue
-        for sentence in split_sentences(message.text):
-            memory = extract_sentence(sentence, message.id)
-            if memory is not None and memory.text.lower() not in seen:
-                seen.add(memory.text.lower())
-                out.append(memory)
+    for (message_id, _), spec in zip(said, specs):
+        memory = _extract(spec, message_id)
+        if memory is not None and memory.text.lower() not in seen:
+            seen.add(memory.text.lower())
+            out.append(memory)
     return out
 
 
 def extract_sentence(sentence: str, message_id: int | None = None) -> ExtractedMemory | None:
     """The memory one sentence of the user states, or None (questions, small talk, the past only)."""
-    spec = score_sentence(sentence)
+    return _extract(score_sentence(sentence), message_id)
+
+
+def _extract(spec: Specificity, message_id: int | None) -> ExtractedMemory | None:
     lower = spec.text.lower().replace("’", "'")
     if spec.text.rstrip().endswith("?") or not spec.first_person or _HYPOTHETICAL.search(lower):
         return None

@@ -119,7 +119,7 @@ def test_chat_model_summarizer_extracts_in_the_same_call(tmp_path, broken: bool)
         facts = memory.facts()
         if broken:  # off-schema: one plain summary call instead, and the offline extractor
             assert memory.summary == "Plain summary of the turns."
-            keyed = [f for f in facts if f.key]  # the filler's "my garden project" is kept too, unkeyed
+            keyed = [f for f in facts if f.key]
             assert [f.key for f in keyed] == ["cat_name"]
             assert keyed[0].text.startswith("my cat is called Miso")
         else:

@@ -13,8 +13,9 @@ from langmem_tiers import ConfigError, TieredMemory
 from llama_index.core.agent.workflow import FunctionAgent, ReActAgent
 from llama_index.core.base.llms.types import ChatMessage, MessageRole, ToolCallBlock
 from llama_index.core.llms.mock import MockFunctionCallingLLM
+from llama_index.core.memory import Memory
 
-from llama_index.memory.langmem_tiers import TieredChatMemory, create_memory_tools
+from llama_index.memory.langmem_tiers import TieredChatMemory, TieredMemoryBlock, create_memory_tools
 
 REMEMBER = re.compile(r"^Remember that (.+)$")
 RECALL = re.compile(r"^What do you know about (.+)\?$")
@@ -173,3 +174,22 @@ def test_direct_calls_and_names(tmp_path) -> None:
     unbound = create_memory_tools()[1].call(query="boat")
     assert unbound.is_error
     assert "memory=TieredChatMemory" in unbound.content
+
+
+async def test_llama_index_memory_with_a_tiered_block(tmp_path) -> None:
+    """A run with LlamaIndex's own Memory: the tools act on its TieredMemoryBlock's user."""
+    agent = FunctionAgent(tools=create_memory_tools(), llm=MemoryFunctionLLM())
+
+    def memory(user: str) -> Memory:
+        block = TieredMemoryBlock(path=str(tmp_path), user_id=user, vectors=False)
+        return Memory.from_defaults(session_id=f"{user}-1", memory_blocks=[block], token_limit=4000)
+
+    ada, bob = memory("ada"), memory("bob")
+    saved = await _run(agent, ada, "Remember that my locker code is 4417")
+    assert not saved.is_error
+    found = await _run(agent, ada, "What do you know about locker code?")
+    assert "4417" in found.content
+    theirs = await _run(agent, bob, "What do you know about locker code?")
+    assert "4417" not in theirs.content
+    record_id = int(re.search(r"memory (\d+)", saved.content).group(1))
+    assert (await _run(agent, bob, f"Forget memory {record_id}")).is_error

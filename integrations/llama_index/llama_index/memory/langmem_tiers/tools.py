@@ -1,11 +1,11 @@
 """Memory tools for LlamaIndex agents: ``remember``, ``recall`` and ``forget`` as ``FunctionTool``s.
 
 The tools act on the memory of the run: ``FunctionAgent`` and ``ReActAgent`` keep the
-``memory=`` of ``agent.run(..., memory=...)`` in the workflow ``Context``, and the tools read it
-from there (LlamaIndex injects the ``Context``; it is not part of the tool schema). So the user
-is the run's user, never an argument the model can see or set. Tools created with a memory use
-it when the run has no :class:`~llama_index.memory.langmem_tiers.TieredChatMemory`, and refuse a
-run whose memory belongs to another user.
+``memory=`` of ``agent.run(..., memory=...)`` in the workflow ``Context`` (a ``TieredChatMemory``,
+or LlamaIndex's ``Memory`` with a ``TieredMemoryBlock``), and the tools read it from there
+(LlamaIndex injects the ``Context``; it is not part of the tool schema). So the user is the run's
+user, never an argument the model can see or set. Tools created with a memory use it when the run
+has no such memory, and refuse a run whose memory belongs to another user.
 
 Bad arguments and refused operations come back as a ``ToolOutput`` with ``is_error=True`` whose
 text names the rule and the fix; they never raise into the agent. ``forget`` and ``recall`` reach
@@ -37,6 +37,7 @@ from llama_index.core.workflow import Context
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from langmem_tiers import ConfigError, LangmemTiersError, RecallHit, TieredMemory
+from llama_index.memory.langmem_tiers.block import TieredMemoryBlock
 from llama_index.memory.langmem_tiers.memory import TieredChatMemory
 
 DEFAULT_TOOL_NAMES: Mapping[str, str] = {"remember": "remember", "recall": "recall", "forget": "forget"}
@@ -158,9 +159,9 @@ def create_memory_tools(
 
     async def memory_of(ctx: Optional[Context]) -> TieredMemory:
         run_memory = await ctx.store.get("memory", default=None) if ctx is not None else None
-        if not isinstance(run_memory, TieredChatMemory):
+        tiered = _tiered_of(run_memory)
+        if tiered is None:
             return bound_memory()
-        tiered = run_memory.tiered
         if bound is not None and bound_memory().namespace.user_id != tiered.namespace.user_id:
             # Tools made for one user never serve another user's run.
             raise MemoryToolError("these memory tools belong to another user's memory than this run's: create "
@@ -200,6 +201,17 @@ def create_memory_tools(
         _tool(recall, arecall, tool_names["recall"], DEFAULT_RECALL_DESCRIPTION, RecallArgs),
         _tool(forget, aforget, tool_names["forget"], DEFAULT_FORGET_DESCRIPTION, ForgetArgs),
     ]
+
+
+def _tiered_of(run_memory: Any) -> Optional[TieredMemory]:
+    """The core memory behind an agent run's memory: a TieredChatMemory, or LlamaIndex's ``Memory``
+    holding a TieredMemoryBlock (the block's session for that Memory's session id)."""
+    if isinstance(run_memory, TieredChatMemory):
+        return run_memory.tiered
+    for block in getattr(run_memory, "memory_blocks", None) or ():
+        if isinstance(block, TieredMemoryBlock):
+            return block.memory_for(getattr(run_memory, "session_id", None))
+    return None
 
 
 def _tool(fn: Callable[..., str], async_fn: Callable[..., Awaitable[str]], name: str, description: str,

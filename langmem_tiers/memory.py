@@ -48,7 +48,7 @@ from langmem_tiers.recall.units import completed_turn_records
 from langmem_tiers.redact import Redactor, redact_message
 from langmem_tiers.semantic.extract import extract_memories
 from langmem_tiers.semantic.keys import check_key
-from langmem_tiers.semantic.profile import PROFILE_KINDS, profile_lines, wants_history
+from langmem_tiers.semantic.profile import PROFILE_KINDS, ProfileLine, profile_lines, wants_history
 from langmem_tiers.semantic.supersede import MemoryPlan, plan_memories
 from langmem_tiers.semantic.types import ExtractedMemory, Fact, Triple
 from langmem_tiers.summarizers.base import Summarizer
@@ -510,14 +510,43 @@ class TieredMemory:
             profile = profile_lines(records, query)
         if hits:
             hits = yield Blocking(lambda: self._label_past(hits))
-            # The profile states the current facts already; a superseded one is recalled only
-            # when the query asks about the past (the rule of semantic.profile.wants_history).
-            shown = {p.record_id for p in profile}
-            history = wants_history(query)
-            hits = [h for h in hits if h.record_id not in shown and (history or "valid_to" not in h.metadata)]
+            hits = yield from self._recall_beside_profile(hits, profile, query, window)
         return assemble(window=window, summary=state.summary, pinned=pinned, hits=hits, config=self.config,
                         counter=self.counter, budget=budget, omitted=omitted, session=self.namespace,
                         profile=profile)
+
+    def _recall_beside_profile(self, hits: list[RecallHit], profile: Sequence[ProfileLine], query: str | None,
+                               window: Sequence[WindowMessage]) -> Flow[list[RecallHit]]:
+        """The recall hits to deliver beside the profile.
+
+        A current fact the profile shows is not repeated, and a superseded memory is recalled only
+        when the query asks about the past (:func:`~langmem_tiers.semantic.profile.wants_history`).
+        The recall engine keeps one hit per turn, so a fact extracted from a turn may have taken
+        that turn's place: then the turn is recalled instead (one more query, turns only, and only
+        in that case), so the model still sees the conversation the fact came from.
+        """
+        shown = {p.record_id for p in profile}
+        history = wants_history(query)
+        kept = [h for h in hits if h.record_id not in shown and (history or "valid_to" not in h.metadata)]
+        covered = {m for h in kept for m in h.message_ids}
+        missing = {m for h in hits if h.record_id in shown for m in h.message_ids} - covered
+        if not missing or not query or self.recall is None:
+            return kept
+        exclude = frozenset(w.message.id for w in window if w.message.id is not None)
+        turns = yield from self.recall.search_flow(query, self.config.recall_k,
+                                                   Scope(self.config.recall_scope, self.namespace),
+                                                   SearchFilters(kinds=("turn",), exclude_message_ids=exclude))
+        have = {h.record_id for h in kept}
+        back = [t for t in turns if set(t.message_ids) & missing and t.record_id not in have]
+        # In the place of the fact they stand for: the engine's order is the ranking.
+        out: list[RecallHit] = []
+        for h in hits:
+            if h.record_id in have:
+                out.append(h)
+            elif h.record_id in shown:
+                taken = {o.record_id for o in out}
+                out += [t for t in back if set(t.message_ids) & set(h.message_ids) and t.record_id not in taken]
+        return out[:len(hits)]  # never more hits than the engine gave
 
     def _profile_records(self) -> list[Record]:
         return self.journal.scoped_records(self._user_ns_ids(), list(PROFILE_KINDS))

@@ -298,3 +298,15 @@ def test_profile_stays_within_its_share_and_reports_what_it_left_out(tmp_path: P
         assert memory.context(query="hobbies").profile == ()
     with pytest.raises(ConfigError, match="profile_tokens"):
         MemoryConfig(profile_tokens=5000)
+
+
+def test_a_fact_in_the_profile_leaves_its_turn_to_recall(tmp_path: Path) -> None:
+    """The engine keeps one hit per turn: the extracted fact must not cost the model its source turn."""
+    with open_memory(tmp_path) as memory:
+        chat(memory, ["My locker combination is 4812-alpha, please remember it."])
+        evict_all(memory)
+        memory.add("user", "What was my locker combination?")
+        ctx = memory.context()
+        assert [p.text.split(") ", 1)[1] for p in ctx.profile] == ["My locker combination is 4812-alpha"]
+        assert any(h.kind == "turn" and "4812-alpha" in h.text for h in ctx.recalled)
+        assert all(h.kind == "turn" for h in ctx.recalled)  # the fact is not repeated in recall

@@ -4,10 +4,14 @@ same site into build/docs)."""
 
 from __future__ import annotations
 
+import doctest
+import importlib
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -29,3 +33,12 @@ def test_api_reference_builds_strict(tmp_path: Path) -> None:
         html = (site / page).read_text(encoding="utf-8")
         for name in names:
             assert name in html, f"{name} missing from {page}"
+
+
+@pytest.mark.parametrize("module", ["langmem_tiers.tokens", "langchain_langmem_tiers.tools",
+                                    "llama_index.memory.langmem_tiers.tools"])
+def test_docstring_examples_run(module: str) -> None:
+    """The examples the reference shows for these modules run as written."""
+    result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0
+    assert result.failed == 0

@@ -19,7 +19,7 @@ Example:
     >>> [t.name for t in (remember, recall, forget)]
     ['remember', 'recall', 'forget']
     >>> sorted(remember.tool_call_schema.model_json_schema()["properties"])
-    ['importance', 'kind', 'text']
+    ['importance', 'key', 'kind', 'text']
     >>> memory.close()
 """
 
@@ -43,8 +43,10 @@ DEFAULT_TOOL_NAMES: Mapping[str, str] = {"remember": "remember", "recall": "reca
 """The tools' names; ``create_memory_tools(names={"recall": "search_memory"})`` renames one."""
 
 DEFAULT_REMEMBER_DESCRIPTION = (
-    "Save one durable memory about the user (a fact, preference, event, skill or note) so that it can be "
-    "recalled in later conversations. Write it as one self-contained sentence. Returns its memory id."
+    "Save one durable memory about the user (a fact, preference, event, skill, relation or note) so "
+    "that it can be recalled in later conversations. Write it as one self-contained sentence. Give a key "
+    "(snake_case, e.g. home_city) for a value that can change: a newer memory with the same key replaces "
+    "the older one. Returns its memory id."
 )
 DEFAULT_RECALL_DESCRIPTION = (
     "Search the user's long-term memory (saved memories and earlier conversations, also from other "
@@ -55,7 +57,7 @@ DEFAULT_FORGET_DESCRIPTION = (
     "Use it when the user asks to forget something or a memory is wrong."
 )
 
-MemoryKind = Literal["fact", "preference", "event", "skill", "note"]
+MemoryKind = Literal["fact", "preference", "event", "skill", "note", "relation"]
 MAX_MEMORY_CHARS = 2000  # one memory is a sentence or a short paragraph, not a document
 MAX_QUERY_CHARS = 1000
 MAX_RECALL_K = 20
@@ -182,20 +184,25 @@ Text = Annotated[str, Field(min_length=1, max_length=MAX_MEMORY_CHARS, descripti
 Importance = Annotated[float, Field(ge=0, le=1, description="0 (trivia) to 1 (essential)")]
 Query = Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS, description="what to look for")]
 K = Annotated[int, Field(ge=1, le=MAX_RECALL_K, description="how many results")]
+Key = Annotated[str | None, Field(description="optional snake_case name, e.g. home_city; replaces an older "
+                                              "memory with the same key")]
 RecordId = Annotated[int, Field(ge=1, description="the memory id from remember or recall")]
 
 
 def _remember_tool(memory_of: MemoryOf, name: str) -> BaseTool:
     def remember(
-        runtime: ToolRuntime, text: Text, kind: MemoryKind = "fact", importance: Importance = 0.5
+        runtime: ToolRuntime, text: Text, kind: MemoryKind = "fact", importance: Importance = 0.5,
+        key: Key = None,
     ) -> str:
-        return _call(lambda: _remembered(memory_of(runtime).remember(text, kind, importance=importance),
-                                         text))
+        def run() -> str:
+            return _remembered(memory_of(runtime).remember(text, kind, importance=importance, key=key), text)
+
+        return _call(run)
 
     async def aremember(runtime: ToolRuntime, text: Text, kind: MemoryKind = "fact",
-                        importance: Importance = 0.5) -> str:
+                        importance: Importance = 0.5, key: Key = None) -> str:
         async def run() -> str:
-            record_id = await memory_of(runtime).aremember(text, kind, importance=importance)
+            record_id = await memory_of(runtime).aremember(text, kind, importance=importance, key=key)
             return _remembered(record_id, text)
 
         return await _acall(run)

@@ -84,7 +84,7 @@ def test_schema_shows_no_user_and_no_runtime(tmp_path) -> None:
     with TieredMemory.open(tmp_path, session_id="s", user_id="ada", embedder=False) as memory:
         for t in create_memory_tools(memory):
             properties = set(t.tool_call_schema.model_json_schema()["properties"])
-            assert properties <= {"text", "kind", "importance", "query", "k", "record_id"}, properties
+            assert properties <= {"text", "kind", "importance", "key", "query", "k", "record_id"}, properties
 
 
 def test_remember_recall_forget_per_user(agent_and_middleware) -> None:
@@ -179,3 +179,16 @@ async def test_async_agent(tmp_path) -> None:
         assert _tool_result(out).status == "error"
     finally:
         middleware.close()
+
+
+def test_keyed_memory_replaces_the_older_one(agent_and_middleware) -> None:
+    agent, middleware = agent_and_middleware
+    first = _run(agent, 'CALL remember {"text": "Ada lives in Paris", "key": "home_city"}', "ada")
+    second = _run(agent, 'CALL remember {"text": "Ada lives in Lyon", "key": "home_city"}', "ada")
+    assert first.status == second.status == "success"
+    current = [f.text for f in middleware.memory_for("t1", "ada").facts()]
+    assert "Ada lives in Lyon" in current
+    assert "Ada lives in Paris" not in current
+    bad = _run(agent, 'CALL remember {"text": "x", "key": "Home City"}', "ada")
+    assert bad.status == "error"
+    assert "snake_case" in bad.text

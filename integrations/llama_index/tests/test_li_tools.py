@@ -83,7 +83,7 @@ def memories(tmp_path):
 def test_schema_has_no_user_and_no_context() -> None:
     for t in create_memory_tools():
         properties = set(t.metadata.get_parameters_dict()["properties"])
-        assert properties <= {"text", "kind", "importance", "query", "k", "record_id"}, properties
+        assert properties <= {"text", "kind", "importance", "key", "query", "k", "record_id"}, properties
 
 
 async def test_function_agent_remember_recall_forget_per_user(memories) -> None:
@@ -193,3 +193,16 @@ async def test_llama_index_memory_with_a_tiered_block(tmp_path) -> None:
     assert "4417" not in theirs.content
     record_id = int(re.search(r"memory (\d+)", saved.content).group(1))
     assert (await _run(agent, bob, f"Forget memory {record_id}")).is_error
+
+
+def test_keyed_memory_replaces_the_older_one(tmp_path) -> None:
+    with TieredMemory.open(tmp_path, session_id="s", user_id="ada", embedder=False) as memory:
+        remember = create_memory_tools(memory)[0]
+        assert not remember.call(text="Ada lives in Paris", key="home_city").is_error
+        assert not remember.call(text="Ada lives in Lyon", key="home_city").is_error
+        current = [f.text for f in memory.facts()]
+        assert "Ada lives in Lyon" in current
+        assert "Ada lives in Paris" not in current
+        bad = remember.call(text="x", key="Home City")
+        assert bad.is_error
+        assert "snake_case" in bad.content

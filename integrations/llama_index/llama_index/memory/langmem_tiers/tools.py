@@ -44,8 +44,10 @@ DEFAULT_TOOL_NAMES: Mapping[str, str] = {"remember": "remember", "recall": "reca
 """The tools' names; ``create_memory_tools(names={"recall": "search_memory"})`` renames one."""
 
 DEFAULT_REMEMBER_DESCRIPTION = (
-    "Save one durable memory about the user (a fact, preference, event, skill or note) so that it can be "
-    "recalled in later conversations. Write it as one self-contained sentence. Returns its memory id."
+    "Save one durable memory about the user (a fact, preference, event, skill, relation or note) so that it "
+    "can be recalled in later conversations. Write it as one self-contained sentence. Give a key (snake_case, "
+    "e.g. home_city) for a value that can change: a newer memory with the same key replaces the older one. "
+    "Returns its memory id."
 )
 DEFAULT_RECALL_DESCRIPTION = (
     "Search the user's long-term memory (saved memories and earlier conversations, also from other "
@@ -67,8 +69,10 @@ class RememberArgs(BaseModel):
 
     model_config = ConfigDict(extra="ignore")  # an argument the schema does not name (user_id) is dropped
     text: str = Field(min_length=1, max_length=MAX_MEMORY_CHARS, description="the memory, one sentence")
-    kind: Literal["fact", "preference", "event", "skill", "note"] = "fact"
+    kind: Literal["fact", "preference", "event", "skill", "note", "relation"] = "fact"
     importance: float = Field(0.5, ge=0, le=1, description="0 (trivia) to 1 (essential)")
+    key: Optional[str] = Field(None, description="optional snake_case name, e.g. home_city; replaces an older "
+                                                 "memory with the same key")
 
 
 class RecallArgs(BaseModel):
@@ -174,12 +178,13 @@ def create_memory_tools(
         return bound_memory()
 
     def remember(ctx: Optional[Context] = None, **args: Any) -> str:
-        return _remembered(sync_memory(ctx).remember(args["text"], args["kind"], importance=args["importance"]),
-                           args["text"])
+        return _remembered(sync_memory(ctx).remember(args["text"], args["kind"], importance=args["importance"],
+                                                     key=args["key"]), args["text"])
 
     async def aremember(ctx: Optional[Context] = None, **args: Any) -> str:
         target = await memory_of(ctx)
-        record_id = await target.aremember(args["text"], args["kind"], importance=args["importance"])
+        record_id = await target.aremember(args["text"], args["kind"], importance=args["importance"],
+                                           key=args["key"])
         return _remembered(record_id, args["text"])
 
     def recall(ctx: Optional[Context] = None, **args: Any) -> str:

@@ -26,17 +26,18 @@ from langmem_tiers.journal.base import Namespace
 from langmem_tiers.memory import Stats, TieredMemory
 from langmem_tiers.messages import Message, ToolCall
 from langmem_tiers.recall.hits import RecallHit
-from langmem_tiers.summarizers.base import Summarizer, SummaryRequest
+from langmem_tiers.semantic import ExtractedMemory, Fact, Triple
+from langmem_tiers.summarizers.base import Summarizer, SummaryRequest, SummaryResult
 from langmem_tiers.summarizers.extractive import ExtractiveSummarizer
 from langmem_tiers.tokens import TiktokenCounter, TokenCounter, WordCounter
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "ConfigError", "Context", "ExtractiveSummarizer", "InvalidMessageError", "InvalidNamespaceError",
-    "JournalError", "LangmemTiersError", "MemoryClosedError", "MemoryConfig", "Message",
+    "ConfigError", "Context", "ExtractedMemory", "ExtractiveSummarizer", "Fact", "InvalidMessageError",
+    "InvalidNamespaceError", "JournalError", "LangmemTiersError", "MemoryClosedError", "MemoryConfig", "Message",
     "MissingDependencyError", "Namespace", "Omission", "RecallError", "RecallHit", "SchemaVersionError",
-    "SessionErasedError", "Stats", "Summarizer", "SummarizerError", "SummaryRequest", "TierTokens",
-    "TieredMemory", "TiktokenCounter", "TokenCounter", "TokenizerUnavailableError", "ToolCall",
-    "VectorStoreLockedError", "WordCounter",
+    "SessionErasedError", "Stats", "Summarizer", "SummarizerError", "SummaryRequest", "SummaryResult",
+    "TierTokens", "TieredMemory", "TiktokenCounter", "TokenCounter", "TokenizerUnavailableError", "ToolCall",
+    "Triple", "VectorStoreLockedError", "WordCounter",
 ]

@@ -28,7 +28,11 @@ class MemoryConfig:
             evicted turns reach the summarizer in batches instead of one per message.
         summary_tokens: hard cap of the rolling summary.
         recall_tokens: share of the budget for recalled episodes and memories.
-        recall_k: how many recall hits ``context()`` asks for.
+        recall_k: how many recall hits ``context()`` asks for (scaled up with the share when
+            ``recall_uses_spare`` gives recall more than ``recall_tokens``).
+        recall_uses_spare: recall may also fill what the window, summary, pinned facts and
+            profile leave of ``context_tokens`` (a fresh session's empty window), so the context
+            uses the budget it was given; ``False`` keeps recall within ``recall_tokens``.
         summary_role: role of the message that carries the summary.
         summary_input_tokens: most tokens of evicted turns sent in one summarizer call.
         summary_retry_base_s / summary_retry_max_s: backoff after a summarizer failure.
@@ -67,6 +71,7 @@ class MemoryConfig:
     summary_tokens: int = 400
     recall_tokens: int = 800
     recall_k: int = 6
+    recall_uses_spare: bool = True
     summary_role: SummaryRole = "system"
     summary_input_tokens: int = 6000
     summary_retry_base_s: float = 2.0

@@ -138,7 +138,10 @@ def assemble(
     current, truncated = _fit_current(current, budget - REPLY_PRIMING, config, counter)
 
     lines = {h.record_id: _hit_line(h, session) for h in hits}
-    hits, dropped = _within_share(hits, lines, config.recall_tokens, counter)
+    window_tokens = sum(w.tokens for t in older for w in t) + sum(w.tokens for w in current)
+    share = recall_share(config, budget, window_tokens, counter.count_text(summary) if summary else 0,
+                         counter.count_text("\n".join(pinned)) if pinned else 0, bool(profile))
+    hits, dropped = _within_share(hits, lines, share, counter)
     left_out += dropped
     facts, dropped_facts = _profile_within_share(profile, config.profile_tokens, counter)
     left_out += dropped_facts
@@ -239,6 +242,24 @@ def _truncate_text(message: Message, target_tokens: int, counter: TokenCounter) 
         else:
             hi = mid - 1
     return best
+
+
+MEMORY_FRAMING_TOKENS = 40  # headers and framing of the memory message, reserved before recall fills the rest
+
+
+def recall_share(config: MemoryConfig, budget: int, window_tokens: int, summary_tokens: int,
+                 pinned_tokens: int, has_profile: bool) -> int:
+    """Recall's share of the budget: ``recall_tokens``, or more when the other tiers leave budget unused.
+
+    With ``config.recall_uses_spare`` (default), what the window, summary, pinned facts and profile
+    leave of the one budget goes to recall too: a fresh session (empty window and summary) asking
+    about last week gets the whole budget for what it recalls, not just ``recall_tokens``.
+    """
+    if not config.recall_uses_spare:
+        return config.recall_tokens
+    spare = (budget - REPLY_PRIMING - MEMORY_FRAMING_TOKENS - window_tokens - summary_tokens - pinned_tokens
+             - (config.profile_tokens if has_profile else 0))
+    return max(config.recall_tokens, spare)
 
 
 def _within_share(hits: Sequence[RecallHit], lines: dict[int, str], share: int,

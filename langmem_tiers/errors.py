@@ -6,7 +6,7 @@
     ├── ConfigError (ValueError)             a bad setting; names the rule, the value and the fix
     ├── InvalidMessageError (ValueError)     a message that cannot be stored as given
     ├── InvalidNamespaceError (ValueError)   a bad user_id / agent_id / session_id
-    ├── TokenizerUnavailableError (RuntimeError)  no tiktoken encoding could be loaded offline
+    ├── TokenizerUnavailableError (RuntimeError)  no local tiktoken encoding, and its one download failed or is off
     ├── JournalError (RuntimeError)          the journal could not be read or written
     │   ├── SchemaVersionError               the file was written by a newer langmem-tiers
     │   └── SessionErasedError               the session was erased (forget) while this handle was open
@@ -41,7 +41,7 @@ class InvalidNamespaceError(LangmemTiersError, ValueError):
 
 
 class TokenizerUnavailableError(LangmemTiersError, RuntimeError):
-    """No tiktoken encoding could be loaded without the network."""
+    """No local copy of the tiktoken encoding, and its one download failed or downloads are off."""
 
 
 class JournalError(LangmemTiersError, RuntimeError):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -20,7 +21,7 @@ from types import TracebackType
 from typing import Any
 
 from langmem_tiers.config import MemoryConfig
-from langmem_tiers.context import Context, Omission, WindowMessage, assemble
+from langmem_tiers.context import Context, Omission, WindowMessage, assemble, recall_share
 from langmem_tiers.embedders.base import Embedder
 from langmem_tiers.erasure import EraseReport, erase_report
 from langmem_tiers.errors import (
@@ -64,6 +65,7 @@ CHROMA_DIR = "chroma"
 MEMORY_KINDS = ("fact", "preference", "event", "skill", "note", "relation")
 COLLECTION_LAYOUT = "_v2"  # v2: no documents, namespaces as journal ids
 _NO_END = 2**62  # an upper bound for message ids in "messages after X" reads
+MAX_RECALL_K = 64  # hits asked for at most, however much spare budget recall may fill
 
 
 @dataclass(frozen=True)
@@ -468,7 +470,12 @@ class TieredMemory:
     # --- reading --------------------------------------------------------------
 
     def context(self, query: str | None = None, budget: int | None = None) -> Context:
-        """The budgeted context: memory message (pinned, summary, recall) + window turns."""
+        """The budgeted context: memory message (pinned, profile, summary, recall) + window turns.
+
+        Recall is keyed on ``query``; without one, on the newest user message in the window.
+        It reaches the user's other sessions by ``config.recall_scope``; ``budget`` overrides
+        ``config.context_tokens`` for this call.
+        """
         self._check_open()
         return self._drivers.run_sync(self._context_flow(query, budget))
 
@@ -500,7 +507,7 @@ class TieredMemory:
                 query = next((w.message.text for w in reversed(window) if w.message.role == "user"), None)
             if query and self.config.recall_k and self.config.recall_tokens:
                 exclude = frozenset(w.message.id for w in window if w.message.id is not None)
-                found = yield from recall.search_flow(query, self.config.recall_k,
+                found = yield from recall.search_flow(query, self._recall_k(budget, state, window, pinned),
                                                       Scope(self.config.recall_scope, self.namespace),
                                                       SearchFilters(exclude_message_ids=exclude))
                 hits = [h for h in found if not h.pinned]
@@ -514,6 +521,15 @@ class TieredMemory:
         return assemble(window=window, summary=state.summary, pinned=pinned, hits=hits, config=self.config,
                         counter=self.counter, budget=budget, omitted=omitted, session=self.namespace,
                         profile=profile)
+
+    def _recall_k(self, budget: int | None, state: SessionState, window: Sequence[WindowMessage],
+                  pinned: Sequence[str]) -> int:
+        """Hits to ask for: ``recall_k``, scaled up when recall may use budget the other tiers leave."""
+        cfg = self.config
+        share = recall_share(cfg, cfg.context_tokens if budget is None else budget, sum(w.tokens for w in window),
+                             state.summary_tokens, self.counter.count_text("\n".join(pinned)) if pinned else 0,
+                             bool(cfg.profile_tokens))
+        return min(max(cfg.recall_k, math.ceil(cfg.recall_k * share / cfg.recall_tokens)), MAX_RECALL_K)
 
     def _recall_beside_profile(self, hits: list[RecallHit], profile: Sequence[ProfileLine], query: str | None,
                                window: Sequence[WindowMessage]) -> Flow[list[RecallHit]]:

@@ -73,8 +73,9 @@ def test_no_memory_message_when_nothing_to_remember() -> None:
 
 def test_recall_share_and_priorities_under_a_short_budget() -> None:
     hits = [hit(i, " ".join(["fact"] * 30)) for i in range(1, 6)]  # 32 words each, share 100 -> 3 fit
+    fixed = CONFIG.with_changes(recall_uses_spare=False)
     ctx = assemble(
-        window=window(4), summary="summary words here", pinned=["pin"], hits=hits, config=CONFIG, counter=WORDS
+        window=window(4), summary="summary words here", pinned=["pin"], hits=hits, config=fixed, counter=WORDS
     )
     share = [o for o in ctx.left_out if o.tier == "recall"]
     assert [o.ids for o in share] == [(4,), (5,)]
@@ -212,3 +213,16 @@ def test_context_through_memory(make_memory: Any) -> None:
     small = memory.context(budget=60)
     assert small.tokens.total <= 60
     assert small.tokens.budget == 60
+
+
+def test_recall_fills_what_an_empty_window_leaves() -> None:
+    """A fresh session (no window, no summary) asking about the past: recall may use the whole budget."""
+    hits = [hit(i, " ".join(["fact"] * 30)) for i in range(1, 11)]  # 32 words each
+    current = window(1)[:1]
+    spare = assemble(window=current, summary="", pinned=[], hits=hits, config=CONFIG, counter=WORDS)
+    fixed = assemble(window=current, summary="", pinned=[], hits=hits,
+                     config=CONFIG.with_changes(recall_uses_spare=False), counter=WORDS)
+    assert len(fixed.recalled) == 3  # within recall_tokens (100)
+    assert len(spare.recalled) > len(fixed.recalled)
+    assert spare.tokens.total <= CONFIG.context_tokens
+    assert [h.record_id for h in spare.recalled] == list(range(1, len(spare.recalled) + 1))  # best first

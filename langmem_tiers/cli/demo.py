@@ -135,10 +135,10 @@ class _Counting:
         self.inner = inner
         self.calls = calls
 
-    def summarize(self, request: Any) -> str:
+    def summarize(self, request: Any) -> Any:  # the text, or a SummaryResult with extracted memories
         self.calls["summaries"] += 1
-        return str(self.inner.summarize(request))
+        return self.inner.summarize(request)
 
-    async def asummarize(self, request: Any) -> str:
+    async def asummarize(self, request: Any) -> Any:
         self.calls["summaries"] += 1
-        return str(await self.inner.asummarize(request))
+        return await self.inner.asummarize(request)

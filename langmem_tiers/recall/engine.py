@@ -332,7 +332,8 @@ class RecallIndex:
                 continue
             # One hit per turn: a long turn is indexed as several chunks, and a turn that grew after it
             # was answered has an earlier record too; the best one speaks for the turn.
-            if r.message_ids and any(set(h.message_ids) & set(r.message_ids) for h in out):
+            if r.kind == "turn" and r.message_ids and any(
+                    h.kind == "turn" and set(h.message_ids) & set(r.message_ids) for h in out):
                 continue
             if any(jaccard(r.text, h.text) >= self.dedupe_threshold for h in out):
                 continue

@@ -66,6 +66,7 @@ MEMORY_KINDS = ("fact", "preference", "event", "skill", "note", "relation")
 COLLECTION_LAYOUT = "_v2"  # v2: no documents, namespaces as journal ids
 _NO_END = 2**62  # an upper bound for message ids in "messages after X" reads
 MAX_RECALL_K = 64  # hits asked for at most, however much spare budget recall may fill
+MIN_HIT_TOKENS = 32  # a short turn (a question and a short reply): sizes the hits asked for a larger share
 
 
 @dataclass(frozen=True)
@@ -529,7 +530,10 @@ class TieredMemory:
         share = recall_share(cfg, cfg.context_tokens if budget is None else budget, sum(w.tokens for w in window),
                              state.summary_tokens, self.counter.count_text("\n".join(pinned)) if pinned else 0,
                              bool(cfg.profile_tokens))
-        return min(max(cfg.recall_k, math.ceil(cfg.recall_k * share / cfg.recall_tokens)), MAX_RECALL_K)
+        if share <= cfg.recall_tokens:
+            return cfg.recall_k
+        # Enough hits that even short turns fill the larger share; the assembly cuts by tokens.
+        return min(max(cfg.recall_k, math.ceil(share / MIN_HIT_TOKENS)), MAX_RECALL_K)
 
     def _recall_beside_profile(self, hits: list[RecallHit], profile: Sequence[ProfileLine], query: str | None,
                                window: Sequence[WindowMessage]) -> Flow[list[RecallHit]]:

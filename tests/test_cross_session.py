@@ -117,7 +117,8 @@ def test_cross_session_recall_with_vectors(tmp_path: Path, local_embedder: Any) 
         ctx = today.context()
         hit = next(h for h in ctx.recalled if "Porto" in h.text)
         assert hit.parts["vector_rank"] is not None
-        assert today.recall is not None and today.recall.last_error is None
+        assert today.recall is not None
+        assert today.recall.last_error is None
 
 
 def test_vector_recall_keeps_working_as_the_session_grows(tmp_path: Path, local_embedder: Any,
@@ -132,17 +133,20 @@ def test_vector_recall_keeps_working_as_the_session_grows(tmp_path: Path, local_
             memory.add("assistant", "ok")
         memory.flush()
         hits = memory.search("the puppy and its toys", k=1)
-        assert hits and "Rex" in hits[0].text
+        assert hits
+        assert "Rex" in hits[0].text
         assert hits[0].parts["vector_rank"] is not None
         assert "vector recall failed" not in caplog.text
-        assert memory.recall is not None and memory.recall.last_error is None
+        assert memory.recall is not None
+        assert memory.recall.last_error is None
 
 
 def test_empty_assistant_message_round_trips(tmp_path: Path) -> None:
     with open_session(tmp_path, "s1", "ada") as memory:
         memory.add("user", "Say nothing.")
         stored = memory.add("assistant", "")
-        assert stored.content == "" and stored.id is not None
+        assert stored.content == ""
+        assert stored.id is not None
         assert memory.messages()[-1].content == ""
         for i in range(30):  # through the window, the summary and recall
             memory.add("user", f"turn {i} " + "word " * 10)

@@ -297,9 +297,18 @@ class RecallIndex:
                     found = yield Blocking(lambda: cache.search(ns_ids[0], scope.namespace, vector, want))
                     scored = [(str(rid), sim) for rid, sim in found]
                 else:
-                    where = self.where_ns(ns_ids, kinds)
-                    hits = yield Blocking(lambda: store.query(vector, want, where))
-                    scored = [(str(rid), h.similarity) for h in hits if (rid := self._record_id(h.id)) is not None]
+                    # The user's (or agent's) sessions from in-process copies while they fit; else Chroma.
+                    many = None
+                    if self._session_vectors is not None and not kinds:
+                        cache = self._session_vectors
+                        many = yield Blocking(lambda: cache.search_many(namespaces, vector, want))
+                    if many is not None:
+                        scored = [(str(rid), sim) for rid, sim in many]
+                    else:
+                        where = self.where_ns(ns_ids, kinds)
+                        hits = yield Blocking(lambda: store.query(vector, want, where))
+                        scored = [(str(rid), h.similarity) for h in hits
+                                  if (rid := self._record_id(h.id)) is not None]
                 # Rows of this scope not indexed yet: an exact search over just those few.
                 pending = yield Blocking(lambda: self.journal.pending_records(ns_ids, PENDING_EXACT))
                 if kinds:

@@ -7,8 +7,9 @@ from Chroma once, kept in memory and searched exactly with one matrix product.
 The copy is checked against the journal on every query (record count and largest
 id, one indexed lookup): new records are fetched incrementally, deletions trigger a
 rebuild, and records that had no vector yet when copied are looked up again until
-they have one (another process may embed them). User and agent scopes still query
-Chroma with a filter.
+they have one (another process may embed them). User and agent scopes search the
+copies of their sessions the same way while they fit the cache together (``MAX_SESSIONS``,
+``MAX_BYTES``); beyond that they query Chroma with a filter.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from typing import Any
 from langmem_tiers.journal.base import Journal, Namespace, Record
 from langmem_tiers.recall.vector_store import ChromaStore
 
-MAX_SESSIONS = 32  # least recently used sessions beyond this are dropped from memory
+MAX_SESSIONS = 1024  # least recently used sessions beyond this are dropped from memory
+MAX_BYTES = 256 * 2**20  # and beyond this many bytes of vectors (float32), whichever comes first
 
 
 @dataclass
@@ -39,12 +41,14 @@ class SessionVectors:
     """An LRU of per-session vector matrices, rebuilt from Chroma when the journal changes."""
 
     def __init__(self, journal: Journal, store: ChromaStore, vector_id: Callable[[int], str],
-                 record_id: Callable[[str], int | None], max_sessions: int = MAX_SESSIONS) -> None:
+                 record_id: Callable[[str], int | None], max_sessions: int = MAX_SESSIONS,
+                 max_bytes: int = MAX_BYTES) -> None:
         self.journal = journal
         self.store = store
         self._vector_id = vector_id
         self._record_id = record_id
         self._max_sessions = max_sessions
+        self._max_bytes = max_bytes
         self._cache: OrderedDict[int, _Vectors] = OrderedDict()
         self._lock = threading.Lock()
         self._fetching: dict[int, threading.Lock] = {}
@@ -62,6 +66,34 @@ class SessionVectors:
         top = np.argpartition(-scores, min(k, len(scores)) - 1)[:k] if len(scores) > k else np.arange(len(scores))
         top = top[np.argsort(-scores[top])]
         return [(int(vectors.ids[i]), float(scores[i])) for i in top]
+
+    def search_many(self, sessions: Sequence[tuple[int, Namespace]], query: Sequence[float],
+                    k: int) -> list[tuple[int, float]] | None:
+        """The ``k`` nearest vectors over several sessions (a user's or an agent's), nearest first.
+
+        ``None`` when the sessions would not fit the cache together (the caller then asks the
+        vector store with a filter): searching them here would evict each other on every query.
+        """
+        import numpy as np
+
+        if len(sessions) > self._max_sessions:
+            return None
+        q = np.asarray(query, dtype=np.float32)
+        q /= max(float(np.linalg.norm(q)), 1e-12)
+        found: list[tuple[int, float]] = []
+        held = 0
+        for ns_id, namespace in sessions:
+            vectors = self._current(ns_id, namespace)
+            held += vectors.matrix.nbytes
+            if held > self._max_bytes:
+                return None
+            if len(vectors.ids) == 0:
+                continue
+            scores = vectors.matrix @ q
+            top = np.argpartition(-scores, k - 1)[:k] if len(scores) > k else np.arange(len(scores))
+            found += [(int(vectors.ids[i]), float(scores[i])) for i in top]
+        found.sort(key=lambda p: -p[1])
+        return found[:k]
 
     def invalidate(self, records: Sequence[Record]) -> None:
         """Drop the copies of sessions whose older records were (re-)embedded just now.
@@ -118,8 +150,10 @@ class SessionVectors:
         with self._lock:
             self._cache[ns_id] = vectors
             self._cache.move_to_end(ns_id)
-            while len(self._cache) > self._max_sessions:
-                evicted, _ = self._cache.popitem(last=False)
+            total = sum(v.matrix.nbytes for v in self._cache.values())
+            while len(self._cache) > 1 and (len(self._cache) > self._max_sessions or total > self._max_bytes):
+                evicted, dropped = self._cache.popitem(last=False)
+                total -= dropped.matrix.nbytes
                 self._fetching.pop(evicted, None)
         return vectors
 

@@ -340,7 +340,7 @@ def test_context_recall_across_sessions(cross_file: Path, local_embedder: Any) -
 def test_context_recall_misses_what_the_budget_leaves_out(cross_file: Path, local_embedder: Any) -> None:
     """search() still ranks the fact first, but a recall share too small for it delivers nothing of it."""
     result = main_eval("locomo", cross_file, [5], "ours", None, None, None, embedder=lambda: local_embedder,
-                       config_overrides={"recall_tokens": 8})
+                       config_overrides={"recall_tokens": 8, "recall_uses_spare": False})
     assert result["config"]["window"]["recall_tokens"] == 8
     assert result["overall"]["recall@5"] == 1.0
     assert result["overall"]["context_recall"] == 0.0

@@ -277,7 +277,7 @@ def test_read_only_decision(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
 def test_read_only_journal_that_needs_migrating_says_so(tmp_path: Path) -> None:
     path = tmp_path / "journal.sqlite3"
     _create_v3(path)
-    with pytest.raises(JournalError, match="needs migrating to 4, but it can only be read here"):
+    with pytest.raises(JournalError, match=f"needs migrating to {SCHEMA_VERSION}, but it can only be read here"):
         SqliteJournal(path, read_only=True)
 
 

@@ -25,7 +25,8 @@ import random
 import sys
 import time
 
-from workers import hashed_vectors as shared_hashed_vectors  # run as a script from this folder
+from workers import LEASE_S  # run as a script from this folder
+from workers import hashed_vectors as shared_hashed_vectors
 
 SESSION = "crash"
 USER = "u-crash"
@@ -54,7 +55,8 @@ def build(path: str, mode: str):  # type: ignore[no-untyped-def]
             return self.summarize(request)
 
     config = MemoryConfig(context_tokens=400, window_tokens=100, window_low_ratio=0.6, summary_tokens=40,
-                          recall_tokens=100, summary_retry_base_s=0, summary_retry_max_s=0, index_batch_size=8)
+                          recall_tokens=100, summary_retry_base_s=0, summary_retry_max_s=0, index_batch_size=8,
+                          index_lease_s=LEASE_S)
     embedder: object = False
     if mode == "chroma":
         from langmem_tiers.embedders.callable import CallableEmbedder

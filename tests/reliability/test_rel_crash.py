@@ -31,6 +31,7 @@ from pathlib import Path
 import pytest
 
 from langmem_tiers import MemoryConfig, TieredMemory, WordCounter
+from tests.reliability.workers import LEASE_S
 
 CHILD = Path(__file__).with_name("child_ingest.py")
 SEED = int(os.environ.get("LANGMEM_CRASH_SEED", "1234"))
@@ -74,7 +75,7 @@ class Child:
 
 def _config() -> MemoryConfig:
     return MemoryConfig(context_tokens=400, window_tokens=100, window_low_ratio=0.6, summary_tokens=40,
-                        recall_tokens=100, summary_retry_base_s=0, summary_retry_max_s=0)
+                        recall_tokens=100, summary_retry_base_s=0, summary_retry_max_s=0, index_lease_s=LEASE_S)
 
 
 def _check_check_line(lines: list[str], err: str, log: CrashLog) -> None:
@@ -143,6 +144,9 @@ def _verify_journal(path: Path, log: CrashLog, runs_killed: set[int], flush: boo
         evicted = {m.id for m in messages if m.id < state.window_start}
         assert evicted <= covered, sorted(evicted - covered)[:5]
         if flush:
+            # Rows a killed child had claimed stay leased to it until the lease runs out (another
+            # replica cannot tell a dead holder from a slow one); then flush takes them over.
+            time.sleep(LEASE_S * 1.2)
             memory.flush()
             stats = memory.stats()
             assert stats.pending_summary_messages == 0

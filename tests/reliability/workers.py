@@ -16,8 +16,10 @@ from typing import Any
 from langmem_tiers import MemoryConfig, TieredMemory, WordCounter
 from langmem_tiers.embedders.callable import CallableEmbedder
 
+# A short outbox lease: rows claimed by a child that is then SIGKILLed are taken over after it.
+LEASE_S = 1.0
 CONFIG = MemoryConfig(context_tokens=400, window_tokens=100, window_low_ratio=0.6, summary_tokens=40,
-                      recall_tokens=100, summary_retry_base_s=0, summary_retry_max_s=0)
+                      recall_tokens=100, summary_retry_base_s=0, summary_retry_max_s=0, index_lease_s=LEASE_S)
 
 
 def hashed_vectors(texts: list[str]) -> list[list[float]]:

@@ -74,4 +74,5 @@ def test_evicted_turns_are_retrievable_with_the_real_embedder(tmp_path) -> None:
             memory.add("assistant", "ok")
         docs = TieredMemoryRetriever(memory=memory, k=3).invoke("what is my travel document id?")
         assert any("X99-314" in d.page_content for d in docs)
-        assert {d.metadata["kind"] for d in docs} == {"turn"}
+        # Evicted turns come back (a fact extracted from them may come back beside them).
+        assert "turn" in {d.metadata["kind"] for d in docs}

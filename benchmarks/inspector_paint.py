@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/inspector_paint.py                    # 100,000 messages
     .venv/bin/python benchmarks/inspector_paint.py --messages 10000   # a quick run
-    .venv/bin/python benchmarks/inspector_paint.py --path /tmp/big    # keep (and reuse) the filled memory
+    .venv/bin/python benchmarks/inspector_paint.py --path FOLDER     # keep (and reuse) the filled memory
 
 A session is filled through the public API (user/assistant turns from the demo conversation's
 small talk, 1,000 messages per ``add_messages``, keyword recall only), the inspector is started on

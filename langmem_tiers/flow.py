@@ -27,6 +27,17 @@ class Blocking:
     fn: Callable[[], Any]
 
 
+def wait_free(lock: Any) -> Blocking:
+    """An effect that waits until ``lock`` is free: taken and released at once in the worker, so a
+    cancelled caller never leaves it held (unlike acquiring it in a thread for the caller)."""
+
+    def wait() -> None:
+        with lock:
+            pass
+
+    return Blocking(wait)
+
+
 @dataclass(frozen=True)
 class Summarize:
     request: SummaryRequest

@@ -31,7 +31,7 @@ from langmem_tiers.errors import (
     SessionErasedError,
     SummarizerError,
 )
-from langmem_tiers.flow import Blocking, Drivers, Flow, Summarize
+from langmem_tiers.flow import Blocking, Drivers, Flow, Summarize, wait_free
 from langmem_tiers.journal.base import (
     Journal,
     Namespace,
@@ -332,7 +332,7 @@ class TieredMemory:
         while not self._summary_lock.acquire(blocking=False):
             if not force:
                 return  # another thread of this process is summarizing this session right now
-            yield Blocking(self._wait_for_summary)
+            yield wait_free(self._summary_lock)
         try:
             try:
                 state, pending = yield Blocking(self._pending)
@@ -412,10 +412,6 @@ class TieredMemory:
         with self.journal.write(self._ns_id) as tx:
             state = tx.state()
             return state, tx.messages_between(state.summary_cursor, state.window_start)
-
-    def _wait_for_summary(self) -> None:
-        with self._summary_lock:  # taken and released at once: safe even if nobody awaits it
-            pass
 
     def _save_summary(self, text: str, expected_cursor: int, expected_version: int, new_cursor: int,
                       memories: Sequence[NewRecord] = ()) -> int | None:

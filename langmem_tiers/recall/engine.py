@@ -26,7 +26,7 @@ from typing import Any
 
 from langmem_tiers.embedders.base import Embedder
 from langmem_tiers.errors import ConfigError
-from langmem_tiers.flow import Blocking, Drivers, Embed, Flow
+from langmem_tiers.flow import Blocking, Drivers, Embed, Flow, wait_free
 from langmem_tiers.journal.base import Journal, Namespace, OutboxItem, Record, Scope
 from langmem_tiers.recall.fusion import FusionParams, fuse, jaccard
 from langmem_tiers.recall.hits import RecallHit
@@ -96,10 +96,10 @@ class RecallIndex:
         """Index everything pending now, after the background batch in flight (if any) is done."""
         indexer = self._indexer
         if indexer is not None:
-            yield Blocking(lambda: _wait(indexer.working))
+            yield wait_free(indexer.working)
         done: int = yield from self.index_flow(force=True)
         if indexer is not None:
-            yield Blocking(lambda: _wait(indexer.working))
+            yield wait_free(indexer.working)
         return done
 
     def close(self) -> None:
@@ -426,7 +426,3 @@ def _group_errors(items: Sequence[OutboxItem], failed: Mapping[int, str]) -> dic
             groups.setdefault(failed[item.record_id], []).append(item)
     return groups
 
-
-def _wait(lock: threading.Lock) -> None:
-    with lock:  # taken and released at once: safe even if the awaiting task is cancelled
-        pass

@@ -87,6 +87,7 @@ def worker(index: int, url: str, chroma: str, folder: Path) -> None:
             found[session][other_topic] = {
                 "topic_hits": sum(other_topic in h.text for h in hits),
                 "vector_hits": sum(h.parts.get("vector_rank") is not None for h in hits),
+                "last_error": memory.recall.last_error if memory.recall is not None else None,
             }
     store = recall.store
     assert store is not None
@@ -156,7 +157,7 @@ def test_processes_share_sessions(pg_url: str, chroma_url: str, tmp_path: Path) 
             log.close()
     results = [json.loads((tmp_path / f"result-{w}.json").read_text()) for w in range(WORKERS)]
     _check_journal(pg_url, results)
-    _check_recall(chroma_url, pg_url, results)
+    _check_recall(chroma_url, pg_url, results, tmp_path)
 
 
 def _logs(folder: Path, workers: Any) -> str:
@@ -196,7 +197,7 @@ def _check_journal(url: str, results: list[dict[str, Any]]) -> None:
         journal.close()
 
 
-def _check_recall(chroma_url: str, pg_url: str, results: list[dict[str, Any]]) -> None:
+def _check_recall(chroma_url: str, pg_url: str, results: list[dict[str, Any]], folder: Path) -> None:
     import chromadb
     from chromadb.config import Settings
 
@@ -206,7 +207,8 @@ def _check_recall(chroma_url: str, pg_url: str, results: list[dict[str, Any]]) -
         for session, topics in r["found"].items():
             for topic, seen in topics.items():
                 assert seen["topic_hits"] > 0, f"worker {w} found no {topic} turns in {session}"
-                assert seen["vector_hits"] > 0, f"worker {w}: no vector hits for {topic} in {session}"
+                assert seen["vector_hits"] > 0, (f"worker {w}: no vector hits for {topic} in {session} "
+                                                 f"(last error: {seen['last_error']})\n" + _logs(folder, [w]))
     names = {r["collection"] for r in results}
     assert len(names) == 1
     host, port = chroma_url.removeprefix("http://").rsplit(":", 1)

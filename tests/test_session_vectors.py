@@ -92,3 +92,43 @@ def test_a_record_embedded_later_by_another_process_is_found(tmp_path: Path) -> 
     finally:
         b.close()
         a.close()
+
+
+def test_records_added_while_a_copy_is_read_are_fetched_once(tmp_path: Path) -> None:
+    """Another process adds a turn between the copy's record count and its id list (a race the
+    four-process PostgreSQL test hit): the next incremental fetch must not ask Chroma for an id twice
+    (Chroma refuses the whole request, and recall silently fell back to keywords)."""
+    a = _open(tmp_path)
+    assert a.recall is not None
+    b = TieredMemory.open(tmp_path, session_id="s", user_id="u", config=a.config, counter=WordCounter(),
+                          embedder=a.recall.embedder, chroma=a.recall.store)
+    try:
+        for i in range(3):
+            a.add("user", f"first fact {i} about rivers")
+            a.add("assistant", f"noted river {i}")
+        a.flush()
+        cache = a.recall._session_vectors
+        assert cache is not None
+        real_stats = cache.journal.record_stats
+
+        def stats_then_race(ns_id: int) -> tuple[int, int]:
+            stats = real_stats(ns_id)
+            b.add("user", "raced fact about mountains")  # lands after the count, before the id list
+            b.add("assistant", "noted mountains")  # not embedded yet: the copy lists it as missing
+            return stats
+
+        cache.journal.record_stats = stats_then_race  # type: ignore[method-assign]
+        try:
+            a.search("rivers", k=3, scope="session")
+        finally:
+            cache.journal.record_stats = real_stats  # type: ignore[method-assign]
+        a.add("user", "later fact about deserts")
+        a.add("assistant", "noted deserts")
+        a.flush()
+        hits = a.search("raced fact about mountains", k=8, scope="session")
+        assert a.recall.last_error is None
+        assert any("mountains" in h.text and h.parts["vector_rank"] is not None for h in hits)
+        assert all(h.parts["vector_rank"] is not None for h in hits)
+    finally:
+        b.close()
+        a.close()

@@ -130,11 +130,16 @@ class SessionVectors:
                     return self._keep(ns_id, _merge(cached, found, count, max_id))
             return cached
         if cached is not None and max_id > cached.max_id:
-            new_ids = self.journal.record_ids(ns_id, after=cached.max_id)
+            # Other processes keep adding records while this reads: a copy describes exactly the ids it
+            # read (ids beyond the counted ``max_id`` wait for the next query), or the next incremental
+            # fetch would ask for some ids twice.
+            new_ids = [i for i in self.journal.record_ids(ns_id, after=cached.max_id) if i <= max_id]
             if cached.count + len(new_ids) == count:  # only additions since the copy: fetch just those
-                fresh = self._fetch(namespace, [*sorted(cached.missing), *new_ids], count, max_id)
+                wanted = [*sorted(cached.missing - set(new_ids)), *new_ids]
+                fresh = self._fetch(namespace, wanted, count, max_id)
                 return self._keep(ns_id, _merge(cached, fresh, count, max_id))
-        return self._keep(ns_id, self._fetch(namespace, self.journal.record_ids(ns_id), count, max_id))
+        ids = self.journal.record_ids(ns_id)
+        return self._keep(ns_id, self._fetch(namespace, ids, len(ids), max(ids, default=0)))
 
     def _fetch(self, namespace: Namespace, record_ids: Sequence[int], count: int, max_id: int) -> _Vectors:
         import numpy as np

@@ -576,10 +576,11 @@ class ChromaStore:
         return [found[i] for i in ids if i in found]
 
     def embeddings(self, ids: Sequence[str]) -> tuple[list[str], Any]:
-        """The stored vectors of ``ids`` as one float32 numpy matrix (missing ids are skipped)."""
+        """The stored vectors of ``ids`` as one float32 numpy matrix (missing ids are skipped; an id
+        asked twice is returned once, where Chroma would refuse the whole request)."""
         import numpy as np
 
-        ids = _ids(ids)
+        ids = list(dict.fromkeys(_ids(ids)))
         found: list[str] = []
         rows: list[Any] = []
         for start in range(0, len(ids), self._max_batch):

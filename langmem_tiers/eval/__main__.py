@@ -1,7 +1,15 @@
 """``python -m langmem_tiers.eval {locomo,longmemeval} --data PATH [--retriever NAME] [--layout sessions|single]``.
 
-Reports recall@k of the ranking and ``context_*`` of what reaches the model at equal total
-tokens (ours: ``context()``; baselines: their top units within the same budget).
+Reports recall@k of the ranking, ``context_*`` of what reaches the model at equal total
+tokens (ours: ``context()``; baselines: their top units within the same budget) and
+``answer_recall``: the share of questions whose short gold answer is in that context
+(offline). ``--answer --judge`` (with OPENAI_API_KEY, OPENAI_BASE_URL for any compatible
+server) also answers each question from that context with a chat model and grades it with
+an LLM judge: QA accuracy, with the calls and tokens spent.
+
+Before and after the semantic tier, like for like (same budget, same data):
+``--config extract_memories=false --config profile_tokens=0`` turns off extraction and
+the profile (before); the defaults have both on (after).
 """
 
 from __future__ import annotations
@@ -11,8 +19,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from langmem_tiers.errors import LangmemTiersError
+from langmem_tiers.errors import ConfigError, LangmemTiersError
 from langmem_tiers.eval.ours import LAYOUTS
+from langmem_tiers.eval.qa import (
+    DEFAULT_ANSWER_MODEL,
+    DEFAULT_JUDGE_MODEL,
+    DEFAULT_RETRIES,
+    DEFAULT_TIMEOUT_S,
+    QuestionAnswerer,
+)
 from langmem_tiers.eval.retrievers import RETRIEVERS
 from langmem_tiers.eval.runner import BENCHMARKS, main_eval
 
@@ -37,11 +52,16 @@ def parse_positive(text: str) -> int:
     return n
 
 
+_BOOLEANS = {"true": True, "false": False}
+
+
 def parse_setting(text: str) -> tuple[str, Any]:
-    """``recall_k=12`` -> ``("recall_k", 12)``: ints, then floats, else the string."""
+    """``recall_k=12`` -> ``("recall_k", 12)``: true / false, then ints, then floats, else the string."""
     name, sep, raw = text.partition("=")
     if not sep or not name.strip():
         raise argparse.ArgumentTypeError(f"--config {text!r} must be FIELD=VALUE, e.g. recall_k=12")
+    if raw.strip().lower() in _BOOLEANS:
+        return name.strip(), _BOOLEANS[raw.strip().lower()]
     value: Any = raw
     for cast in (int, float):
         try:
@@ -67,9 +87,33 @@ def build_parser() -> argparse.ArgumentParser:
                    help="at most N scored questions per conversation / haystack")
     p.add_argument("--config", type=parse_setting, action="append", default=[], metavar="FIELD=VALUE",
                    help="a MemoryConfig field of ours (repeatable), e.g. --config recall_k=12; the baselines' "
-                        "token budget follows context_tokens")
+                        "token budget follows context_tokens. Before the semantic tier: --config "
+                        "extract_memories=false --config profile_tokens=0 (after: the defaults)")
     p.add_argument("--json", type=Path, default=None, dest="json_out", help="write the results here")
+    qa = p.add_argument_group("QA accuracy (online: OPENAI_API_KEY, OPENAI_BASE_URL for a compatible server)")
+    qa.add_argument("--answer", action="store_true",
+                    help="answer each question from its delivered context with a chat model")
+    qa.add_argument("--judge", action="store_true",
+                    help="grade each answer CORRECT / WRONG with an LLM judge (needs --answer): qa_accuracy")
+    qa.add_argument("--answer-model", default=DEFAULT_ANSWER_MODEL, help=f"default {DEFAULT_ANSWER_MODEL}")
+    qa.add_argument("--judge-model", default=DEFAULT_JUDGE_MODEL, help=f"default {DEFAULT_JUDGE_MODEL}")
+    qa.add_argument("--llm-timeout", type=float, default=DEFAULT_TIMEOUT_S,
+                    help=f"seconds per LLM request (default {DEFAULT_TIMEOUT_S:g})")
+    qa.add_argument("--llm-retries", type=int, default=DEFAULT_RETRIES,
+                    help=f"retries of a failed LLM request (default {DEFAULT_RETRIES}); a request that still "
+                         "fails is counted, never fatal")
     return p
+
+
+def build_qa(args: argparse.Namespace) -> QuestionAnswerer | None:
+    """The answerer of ``--answer [--judge]``, or ``None``; raises ConfigError without a key."""
+    if args.judge and not args.answer:
+        raise ConfigError("--judge grades the answers of --answer: add --answer")
+    if not args.answer:
+        return None
+    return QuestionAnswerer.from_env(judge=args.judge, answer_model=args.answer_model,
+                                     judge_model=args.judge_model, timeout=args.llm_timeout,
+                                     retries=args.llm_retries)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -78,10 +122,12 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     console = Console(stderr=True)
     try:
+        qa = build_qa(args)  # before any ingestion: a missing key fails in a second, not after an hour
         main_eval(args.benchmark, args.data, args.k, args.retriever, args.limit, args.json_out, console,
-                  layout=args.layout, limit_questions=args.limit_questions, config_overrides=dict(args.config))
+                  layout=args.layout, limit_questions=args.limit_questions, config_overrides=dict(args.config),
+                  qa=qa)
     except LangmemTiersError as e:
-        console.print(f"[red]error:[/red] {e}")
+        console.print(f"[red]error:[/red] {e}", soft_wrap=True, highlight=False)  # one line, never wrapped
         return 2
     return 0
 

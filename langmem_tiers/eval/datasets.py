@@ -74,7 +74,9 @@ class Question:
 
     ``gold_messages`` are message keys (LoCoMo evidence; LongMemEval ``has_answer``
     messages), ``gold_sessions`` session ids (LongMemEval ``answer_session_ids``).
-    ``excluded`` says why a question is not scored (``None`` when it is).
+    ``excluded`` says why a question is not scored (``None`` when it is). ``answer`` is
+    the gold answer as text (``None`` when the dataset has none, e.g. LoCoMo category 5);
+    ``date`` when the question is asked, as the dataset writes it (LongMemEval only).
     """
 
     qid: str
@@ -83,6 +85,15 @@ class Question:
     gold_messages: frozenset[str]
     gold_sessions: frozenset[str] = frozenset()
     excluded: str | None = None
+    answer: str | None = None
+    date: str | None = None
+
+
+def _answer_text(raw: Any) -> str | None:
+    """The gold answer as text: LongMemEval and LoCoMo hold a few as integers."""
+    if raw is None or isinstance(raw, (dict, list)):
+        return None
+    return str(raw)
 
 
 @dataclass(frozen=True)
@@ -262,6 +273,7 @@ def load_locomo(path: Path, limit: int | None = None) -> list[Haystack]:
                     category=category,
                     gold_messages=evidence,
                     excluded=excluded,
+                    answer=_answer_text(qa.get("answer")),
                 )
             )
         out.append(Haystack(hid=sid, sessions=tuple(sessions), questions=tuple(questions), messages=index,
@@ -337,6 +349,8 @@ def iter_longmemeval(path: Path, limit: int | None = None) -> Iterator[Haystack]
             gold_messages=frozenset(m.key for m in index.values() if m.has_answer),
             gold_sessions=frozenset(str(s) for s in item.get("answer_session_ids") or []),
             excluded=excluded,
+            answer=_answer_text(item.get("answer")),
+            date=str(item["question_date"]) if item.get("question_date") else None,
         )
         yield Haystack(hid=qid, sessions=tuple(sessions), questions=(question,), messages=index,
                        skipped=dict(skipped))

@@ -12,6 +12,7 @@ matching rule).
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -136,6 +137,41 @@ def present_messages(delivered: Delivered, index: TextIndex, candidates: Collect
 def named_messages(delivered: Delivered, index: TextIndex, candidates: Collection[str]) -> set[str]:
     """Lenient count: present, or named by the provenance of a delivered part (e.g. one chunk of it)."""
     return present_messages(delivered, index, candidates) | (set(candidates) & delivered.keys)
+
+
+# --- the gold answer in what reaches the model ------------------------------------------------------
+
+_ISO_DATE = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
+_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+           "November", "December")
+_DATE_WORDS = re.compile(r"\b(?:" + "|".join(m[:3] for m in _MONTHS) + r")[a-z]*\b|\b(?:19|20)\d{2}\b",
+                         re.IGNORECASE)
+
+
+def answer_view(delivered: str, gold: str) -> str:
+    """The delivered text as the answer is matched against: its ISO dates read as dates, not numbers.
+
+    Every system dates what it delivers (``[2023-05-08]``, ``Mon 2023-05-08``); split into
+    numbers, a date would let any small count match ("5" from May, "8" from the 8th). So a
+    date answer (one naming a month or a year) meets the dates written out ("8 May 2023", the
+    form LoCoMo's answers use), and any other answer meets the text without them.
+
+    Example:
+        >>> answer_view("- [2023-05-08] Ann: we have 3 cats", "5")
+        '- [] Ann: we have 3 cats'
+        >>> answer_view("- [2023-05-08] Ann: hi", "May 2023")
+        '- [8 May 2023] Ann: hi'
+    """
+    if _DATE_WORDS.search(gold):
+        return _ISO_DATE.sub(lambda m: _written_date(m) or m.group(0), delivered)
+    return _ISO_DATE.sub("", delivered)
+
+
+def _written_date(m: re.Match[str]) -> str | None:
+    year, month, day = int(m.group(1)), int(m.group(2)), int(m.group(3))
+    if not 1 <= month <= 12 or not 1 <= day <= 31:
+        return None
+    return f"{day} {_MONTHS[month - 1]} {year}"
 
 
 # --- aggregation helpers ------------------------------------------------------------------------

@@ -194,4 +194,7 @@ def describe_config(config: MemoryConfig) -> dict[str, Any]:
         "context_tokens": config.context_tokens,
         "recall_unit": config.recall_unit,
         "recall_scope": config.recall_scope,
+        # The semantic tier: off for "before", on (the defaults) for "after".
+        "profile_tokens": config.profile_tokens,
+        "extract_memories": config.extract_memories,
     }

@@ -10,6 +10,13 @@ Each question is asked twice:
    the same total token budget (``context_tokens`` of ours' config, same tokenizer) with
    its top units in rank order. ``context_*`` scores what that context holds
    (:func:`langmem_tiers.eval.metrics.present_messages`), ``context_tokens`` its size.
+   ``answer_recall`` scores the same delivered text against the gold answer
+   (:func:`langmem_tiers.semantic.answers.answer_recall`: short-span answers only, matched
+   as normalized whole words, numbers as numbers; description answers excluded and
+   counted in ``counts.answer_recall``).
+3. with ``qa`` (``--answer [--judge]``): a chat model answers from that same delivered
+   text and an LLM judge grades the answer (``qa_accuracy``, :mod:`langmem_tiers.eval.qa`);
+   calls and tokens spent are in ``qa.usage``.
 
 Messages a retriever could not ingest are counted by reason (``counts.not_ingested``),
 never fatal.
@@ -36,6 +43,7 @@ from langmem_tiers.eval.metrics import (
     Delivered,
     TextIndex,
     Unit,
+    answer_view,
     evidence_recall,
     mean,
     message_recall,
@@ -47,7 +55,9 @@ from langmem_tiers.eval.metrics import (
     sessions_hit,
 )
 from langmem_tiers.eval.ours import Layout, ours_config
+from langmem_tiers.eval.qa import QuestionAnswerer
 from langmem_tiers.eval.retrievers import RetrieverSpec, describe_config, get_retriever
+from langmem_tiers.semantic.answers import DESCRIPTION_TYPES, MAX_ANSWER_WORDS, answer_recall
 from langmem_tiers.tokens import TiktokenCounter
 
 BENCHMARKS = ("locomo", "longmemeval")
@@ -76,6 +86,16 @@ LME_CONTEXT = (
     "context_message_recall_any_by_id",
     "context_message_recall_all_by_id",
     "context_tokens",
+)
+ANSWER_METRICS = ("answer_recall",)
+QA_METRICS = ("qa_accuracy",)
+ANSWER_RULE = (
+    "gold answer found in the delivered text as normalized whole words (case, accents and punctuation "
+    "ignored; numbers as numbers, so 5 does not match 15; number words up to twenty as digits; ISO dates the "
+    "systems add count as written-out dates (8 May 2023) for an answer naming a month or year, and not at all "
+    "for any other answer, so a count never matches a date's digits); scored only "
+    f"for short-span answers: more than {MAX_ANSWER_WORDS} words, or question type in "
+    f"{list(DESCRIPTION_TYPES)}, is a description, excluded and counted"
 )
 LME_RANKED = ("session_recall_any", "session_recall_all", "message_recall_any", "message_recall_all")
 
@@ -133,11 +153,27 @@ def score_context(benchmark: str, hay: Haystack, q: Question, delivered: Deliver
     return out
 
 
-def metric_names(benchmark: str, ks: Sequence[int]) -> list[str]:
-    """Every metric of the benchmark, in table order: delivery at equal tokens first, then ranking at k."""
+def score_answer(q: Question, delivered: Delivered) -> tuple[Scores, str | None]:
+    """``answer_recall`` of one question (1.0 or 0.0), or why it is not scored.
+
+    The rule is :func:`langmem_tiers.semantic.answers.answer_recall`'s; the question's
+    category (LoCoMo) or type (LongMemEval) is its question type.
+    """
+    if q.answer is None:
+        return {}, "no gold answer"
+    result = answer_recall([(q.category, q.answer, answer_view(delivered.text, q.answer))])
+    if not result.scored:
+        return {}, "description answer"
+    return {"answer_recall": float(result.found)}, None
+
+
+def metric_names(benchmark: str, ks: Sequence[int], qa: bool = False) -> list[str]:
+    """Every metric of the benchmark, in table order: delivery at equal tokens first (what of the
+    evidence, then of the answer, the context holds), then QA accuracy when asked for, then ranking at k."""
+    answer = [*ANSWER_METRICS, *(QA_METRICS if qa else ())]
     if benchmark == "locomo":
-        return [*LOCOMO_CONTEXT, *(f"recall@{k}" for k in ks)]
-    return [*LME_CONTEXT, *(f"{m}@{k}" for m in LME_RANKED for k in ks)]
+        return [*LOCOMO_CONTEXT, *answer, *(f"recall@{k}" for k in ks)]
+    return [*LME_CONTEXT, *answer, *(f"{m}@{k}" for m in LME_RANKED for k in ks)]
 
 
 def _aggregate(rows: Sequence[Scores], names: Sequence[str]) -> dict[str, float | None]:
@@ -202,12 +238,13 @@ def run_benchmark(
     progress: bool = True,
     *,
     config: MemoryConfig | None = None,
+    qa: QuestionAnswerer | None = None,
 ) -> dict[str, Any]:
     """Evaluate ``spec`` on loaded haystacks; returns the JSON-ready result.
 
     ``config`` is ours' configuration whose ``context_tokens`` (and tokenizer) the
     baselines' delivery budget follows; default: ``spec.config`` for ours, else the
-    default of ours.
+    default of ours. ``qa`` answers (and grades) each question from its delivered context.
     """
     if benchmark not in BENCHMARKS:
         raise ConfigError(f"benchmark {benchmark!r} is unknown: choose one of {', '.join(BENCHMARKS)}")
@@ -218,6 +255,9 @@ def run_benchmark(
     counter = TiktokenCounter.for_model(ref.model, encoding=ref.encoding)
     rows: list[tuple[str, Scores]] = []
     excluded: Counter[str] = Counter()
+    answer_excluded: dict[str, Counter[str]] = defaultdict(Counter)
+    qa_failed: dict[str, Counter[str]] = defaultdict(Counter)
+    per_question: list[dict[str, Any]] = []
     not_ingested: Counter[str] = Counter()
     latencies: list[float] = []
     context_ms: list[float] = []
@@ -266,15 +306,29 @@ def run_benchmark(
                     delivered = _deliver(retriever, q.text, hay, budget, counter, ref.summary_role)
                     context_ms.append((time.perf_counter() - start) * 1000.0)
                     scores = score_context(benchmark, hay, q, delivered, index)
+                    answer_scores, why_not = score_answer(q, delivered)
+                    scores.update(answer_scores)
+                    if why_not is not None:
+                        answer_excluded[why_not][q.category] += 1
+                    record: dict[str, Any] = {"qid": q.qid, "category": q.category, "gold": q.answer,
+                                              "answer_recall": answer_scores.get("answer_recall")}
+                    if qa is not None:
+                        outcome = qa.run(q.text, q.answer, delivered.text, q.date)
+                        record.update(answer=outcome.answer, correct=outcome.correct, qa_error=outcome.error)
+                        if outcome.correct is not None:
+                            scores["qa_accuracy"] = float(outcome.correct)
+                        elif outcome.error is not None:
+                            qa_failed[q.category][outcome.error] += 1
                     scores.update(score_question(benchmark, hay, q, units, ks))
                     rows.append((q.category, scores))
+                    per_question.append(record)
                     bar.advance(t_q)
             finally:
                 retriever.close()
             bar.advance(t_hay)
         bar.update(t_hay, description=f"{spec.name}: {unit_name}")
 
-    names = metric_names(benchmark, ks)
+    names = metric_names(benchmark, ks, qa=qa is not None and qa.judge_model is not None)
     groups: dict[str, list[Scores]] = defaultdict(list)
     for cat, r in rows:
         groups[cat].append(r)
@@ -288,11 +342,19 @@ def run_benchmark(
             "mean": round(mean(values), 2) if values else None,
         }
 
-    return {
+    answer_scored = {cat: sum("answer_recall" in r for r in groups[cat]) for cat in sorted(groups)}
+    result: dict[str, Any] = {
         "benchmark": benchmark,
         "overall": _aggregate([r for _, r in rows], names),
         group_key: {cat: _aggregate(groups[cat], names) for cat in sorted(groups)},
         "counts": {
+            # Questions answer_recall scored, and those it left out by reason (per category / type).
+            "answer_recall": {
+                "scored": sum(answer_scored.values()),
+                group_key: answer_scored,
+                "excluded": {why: dict(sorted(c.items())) for why, c in sorted(answer_excluded.items())},
+                "excluded_total": sum(sum(c.values()) for c in answer_excluded.values()),
+            },
             "haystacks": len(haystacks),
             "messages": n_messages,
             "questions_scored": len(rows),
@@ -329,8 +391,22 @@ def run_benchmark(
             "versions": _versions(),
             # Timings depend on the host; a busy one (load above its cores) inflates them.
             "host": {"cpus": os.cpu_count(), "loadavg_1m_start": load_start, "loadavg_1m_end": _loadavg()},
+            "answer_recall_rule": ANSWER_RULE,
         },
+        # One row per scored question: its answer_recall (None: not scored) and, with qa, the answer and verdict.
+        "questions": per_question,
     }
+    if qa is not None:
+        result["qa"] = {
+            **qa.describe(),
+            "graded": sum("qa_accuracy" in r for _, r in rows),
+            "not_graded": {cat: dict(sorted(c.items())) for cat, c in sorted(qa_failed.items())},
+            "not_graded_total": sum(sum(c.values()) for c in qa_failed.values()),
+            "usage": {role: u.to_json() for role, u in qa.usage.items()},
+            "llm_calls": sum(u.calls for u in qa.usage.values()),
+            "llm_tokens": sum(u.prompt_tokens + u.completion_tokens for u in qa.usage.values()),
+        }
+    return result
 
 
 def _fmt(v: float | None, name: str = "") -> str:
@@ -352,7 +428,8 @@ def _print_summary(result: dict[str, Any], console: Any) -> None:
     names = list(result["overall"])
     context = [n for n in names if n.startswith("context_") and not n.endswith("_by_id")]
     # One table for delivery at equal tokens, then one per ranking family, so each fits 80 columns.
-    families: dict[str, list[str]] = {"context": context}
+    families: dict[str, list[str]] = {"context": context,
+                                      "answer": [n for n in names if n in (*ANSWER_METRICS, *QA_METRICS)]}
     for name in names:
         if "@" in name:
             families.setdefault(name.split("@", 1)[0], []).append(name)
@@ -362,16 +439,21 @@ def _print_summary(result: dict[str, Any], console: Any) -> None:
             continue
         title = (f"{result['benchmark']} / {cfg['retriever']} ({cfg['unit_kind']} units): "
                  + (f"delivered context, {cfg['context_budget']}-token budget" if family == "context"
+                    else "the gold answer in the delivered context" if family == "answer"
                     else f"{family}@k"))
         table = Table(title=title)
         table.add_column(group_key.replace("by_", ""), no_wrap=True)
         table.add_column("n", justify="right")
         for name in cols:
-            table.add_column(_short(name) if family == "context" else "@" + name.split("@", 1)[1], justify="right")
+            header = (_short(name) if family == "context" else name if family == "answer"
+                      else "@" + name.split("@", 1)[1])
+            table.add_column(header, justify="right")
+        # The answer table counts the questions answer_recall scores (short-span gold answers).
+        counts = result["counts"]["answer_recall"] if family == "answer" else result["counts"]
+        total = counts["scored"] if family == "answer" else counts["questions_scored"]
         for cat, scores in result[group_key].items():
-            table.add_row(cat, str(result["counts"][group_key][cat]), *(_fmt(scores[n], n) for n in cols))
-        table.add_row("overall", str(result["counts"]["questions_scored"]),
-                      *(_fmt(result["overall"][n], n) for n in cols), style="bold")
+            table.add_row(cat, str(counts[group_key].get(cat, 0)), *(_fmt(scores[n], n) for n in cols))
+        table.add_row("overall", str(total), *(_fmt(result["overall"][n], n) for n in cols), style="bold")
         console.print(table)
     lat, ctx = result["latency_ms"], result["context_latency_ms"]
     counts = result["counts"]
@@ -380,6 +462,13 @@ def _print_summary(result: dict[str, Any], console: Any) -> None:
         f"ingest {result['ingest_per_s']} messages/s ({counts['messages']} messages in {result['ingest_s']} s); "
         f"excluded questions {counts['excluded']}"
     )
+    ans = counts["answer_recall"]
+    console.print(f"answer_recall: {ans['scored']} short-span answers scored; not scored {ans['excluded']}")
+    if "qa" in result:
+        qa = result["qa"]
+        console.print(f"QA ({qa['answer_model']}, judge {qa['judge_model']}, {qa['base_url']}): {qa['graded']} "
+                      f"graded, not graded {qa['not_graded']}; {qa['llm_calls']} LLM calls, "
+                      f"{qa['llm_tokens']} tokens")
     if counts["not_ingested"]:
         table = Table(title=f"not ingested: {counts['not_ingested_total']} (counted, the run went on)")
         table.add_column("reason")
@@ -404,6 +493,7 @@ def main_eval(
     layout: Layout = "sessions",
     limit_questions: int | None = None,
     config_overrides: Mapping[str, Any] | None = None,
+    qa: QuestionAnswerer | None = None,
 ) -> dict[str, Any]:
     """Entry point of ``langmem-tiers eval``: load, run, print a table, write ``json_out``.
 
@@ -411,7 +501,8 @@ def main_eval(
     ``limit_questions`` caps scored questions per haystack. ``layout`` and
     ``config_overrides`` (MemoryConfig fields) shape ours; the baselines' token budget
     follows the resulting ``context_tokens``. ``embedder`` overrides the default local
-    MiniLM factory (tests).
+    MiniLM factory (tests). ``qa`` answers and grades every question from its delivered
+    context (``--answer --judge``); it is closed here.
     """
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ConfigError(f"limit ({limit!r}) must be an integer >= 1 or omitted")
@@ -422,16 +513,20 @@ def main_eval(
     else:
         spec = get_retriever(retriever, embedder, layout=layout, config=config)
     haystacks = cap_questions(_load(benchmark, Path(data), limit), limit_questions)
-    result = run_benchmark(benchmark, haystacks, spec, ks, console=console, progress=console is not None,
-                           config=config)
+    try:
+        result = run_benchmark(benchmark, haystacks, spec, ks, console=console, progress=console is not None,
+                               config=config, qa=qa)
+    finally:
+        if qa is not None:
+            qa.close()
     result["config"]["data"] = Path(data).name
     result["config"]["limit"] = limit
     result["config"]["limit_questions"] = limit_questions
     if config_overrides:
         result["config"]["overrides"] = dict(config_overrides)
-    if console is not None:
-        _print_summary(result, console)
-    if json_out is not None:
+    if json_out is not None:  # first: a long run's results never depend on the printing
         Path(json_out).parent.mkdir(parents=True, exist_ok=True)
         Path(json_out).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    if console is not None:
+        _print_summary(result, console)
     return result

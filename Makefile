@@ -23,7 +23,7 @@ demo: $(VENV)/.core-installed
 # Everything the tests need, editable, so .venv/bin/python and .venv/bin/langmem-tiers are the dev tools.
 $(VENV)/.dev-installed: $(VENV)/.core-installed pyproject.toml integrations/langchain/pyproject.toml \
 		integrations/llama_index/pyproject.toml requirements-dev.txt
-	$(BIN)/pip install --quiet -e '.[local,openai,postgres,eval,inspector]' \
+	$(BIN)/pip install --quiet -e '.[local,openai,postgres,encryption,eval,inspector]' \
 		-e 'integrations/langchain[agents,classic,chroma]' -e integrations/llama_index -r requirements-dev.txt
 	touch $@
 

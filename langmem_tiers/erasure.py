@@ -13,7 +13,16 @@ rewritten; ``physical=True`` asks each engine to rewrite them now:
   cannot be erased in place (say so to your users; rotate WAL and backups by your policy).
 - A Chroma server: compaction is the server operator's job (another replica may be writing).
 
-:func:`erase_report` then scans each store for texts the caller erased and says what remains.
+For the copies no engine erases in place, open the memory with a keyring
+(``TieredMemory.open(..., keyring=...)``, :mod:`langmem_tiers.keyring`): stored text is then
+encrypted with a per-user key kept outside the database, and ``forget`` of a user's last
+session destroys the key (crypto-shredding), so WAL, dead tuples, replicas and backups hold
+ciphertext nobody can open. Erasing one record or one session of a user who keeps other
+sessions cannot shred (the key is shared): those copies stay readable to the key's holder.
+
+:func:`erase_report` then scans each store for texts the caller erased and says what remains,
+and whether the user's key is destroyed. The guarantees, store by store, are in
+``docs/core/erasure.md``.
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from langmem_tiers.errors import ConfigError
+from langmem_tiers.journal.base import Namespace
 
 
 @dataclass(frozen=True)
@@ -39,10 +49,23 @@ class StoreResidue:
 
 
 @dataclass(frozen=True)
+class KeyStatus:
+    """Whether the key that sealed a user's (or anonymous session's) text still exists.
+
+    ``destroyed`` is ``None`` when the journal is not encrypted (there is no key to destroy).
+    """
+
+    who: str
+    destroyed: bool | None
+    note: str = ""
+
+
+@dataclass(frozen=True)
 class EraseReport:
-    """Per store: copies of each erased text still found, and what could not be checked."""
+    """Per store: copies of each erased text still found, and what could not be checked; the user's key."""
 
     stores: tuple[StoreResidue, ...] = field(default_factory=tuple)
+    key: KeyStatus | None = None
 
     @property
     def clean(self) -> bool:
@@ -58,17 +81,36 @@ class EraseReport:
                 found = {k: v for k, v in s.counts.items() if v}
                 state = "clean" if not found else f"{sum(found.values())} copies of {len(found)} texts"
                 lines.append(f"{s.store}: {state}" + (f" ({s.note})" if s.note else ""))
+        if self.key is not None:
+            state = {None: "not encrypted", True: "destroyed", False: "present"}[self.key.destroyed]
+            lines.append(f"key of {self.key.who}: {state}" + (f" ({self.key.note})" if self.key.note else ""))
         return "\n".join(lines)
 
 
-def erase_report(journal: Any, store: Any | None, needles: Sequence[str]) -> EraseReport:
-    """Scan the journal and the vector store for raw copies of ``needles`` (UTF-8 bytes)."""
+def erase_report(journal: Any, store: Any | None, needles: Sequence[str],
+                 namespace: Namespace | None = None) -> EraseReport:
+    """Scan the journal and the vector store for raw copies of ``needles`` (UTF-8 bytes); with a
+    ``namespace``, also say whether the key that sealed its user's text is destroyed."""
     if isinstance(needles, str) or not all(isinstance(n, str) and n for n in needles):
         raise ConfigError("needles must be a list of non-empty strings: the texts that were erased")
     stores = [_scan("journal", journal, needles)]
     if store is not None:
         stores.append(_scan("vectors", store, needles))
-    return EraseReport(tuple(stores))
+    return EraseReport(tuple(stores), _key_status(journal, namespace) if namespace is not None else None)
+
+
+def _key_status(journal: Any, ns: Namespace) -> KeyStatus:
+    who = f"user {ns.user_id!r}" if ns.user_id else f"anonymous session {ns.session_id!r}"
+    destroyed = journal.key_destroyed(ns) if hasattr(journal, "key_destroyed") else None
+    if destroyed is None:
+        note = ("the journal is not encrypted: copies outside the live files (PostgreSQL WAL and dead tuples, "
+                "replicas, backups) keep the plaintext until rotated; open with keyring= to crypto-shred")
+    elif destroyed:
+        note = "copies of this user's text anywhere (WAL, dead tuples, replicas, backups) are unreadable"
+    else:
+        note = ("the user still has sessions (or was never forgotten), so the shared key stays: copies of records "
+                "or sessions erased meanwhile stay readable to whoever holds the key; forget('user') destroys it")
+    return KeyStatus(who, destroyed, note)
 
 
 def _scan(name: str, target: Any, needles: Sequence[str]) -> StoreResidue:

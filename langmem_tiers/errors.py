@@ -9,7 +9,10 @@
     ├── TokenizerUnavailableError (RuntimeError)  no local tiktoken encoding, and its one download failed or is off
     ├── JournalError (RuntimeError)          the journal could not be read or written
     │   ├── SchemaVersionError               the file was written by a newer langmem-tiers
-    │   └── SessionErasedError               the session was erased (forget) while this handle was open
+    │   ├── SessionErasedError               the session was erased (forget) while this handle was open
+    │   └── EncryptionError                  encrypted text could not be sealed or opened
+    │       ├── KeyUnavailableError          its key is not in the keyring (destroyed by forget, or another keyring)
+    │       └── DecryptionError              authentication failed: the ciphertext was altered or moved
     ├── SummarizerError (RuntimeError)       the summarizer failed; the turns stay pending
     ├── RecallError (RuntimeError)           the embedder or vector store failed; rows stay pending
     │   ├── VectorStoreLockedError           another process owns the embedded Chroma folder
@@ -58,6 +61,22 @@ class SessionErasedError(JournalError):
     Its namespace id is never reused, so a stale handle can never reach another tenant;
     ``TieredMemory`` re-creates the session cleanly on its next write.
     """
+
+
+class EncryptionError(JournalError):
+    """Encrypted text could not be sealed or opened (see :mod:`langmem_tiers.keyring`)."""
+
+
+class KeyUnavailableError(EncryptionError):
+    """The key that sealed a text is not in the keyring.
+
+    Either ``forget`` destroyed it (crypto-shredding: the text is gone for good), or the
+    journal was opened without its keyring, or with another one.
+    """
+
+
+class DecryptionError(EncryptionError):
+    """A ciphertext failed authentication: it was altered, or moved to another user, field or journal."""
 
 
 class SummarizerError(LangmemTiersError, RuntimeError):

@@ -42,6 +42,7 @@ from langmem_tiers.journal.base import (
     WindowEntry,
     WriteTxn,
 )
+from langmem_tiers.keyring import KeyRing
 from langmem_tiers.messages import Message, make_message
 from langmem_tiers.recall.engine import RecallIndex, SearchFilters
 from langmem_tiers.recall.hits import RecallHit
@@ -62,6 +63,7 @@ log = logging.getLogger(__name__)
 
 JOURNAL_FILE = "journal.sqlite3"
 CHROMA_DIR = "chroma"
+KEYS_DIR = "keys"  # keyring=True: per-user keys beside the journal (see docs/core/erasure.md)
 MEMORY_KINDS = ("fact", "preference", "event", "skill", "note", "relation")
 COLLECTION_LAYOUT = "_v2"  # v2: no documents, namespaces as journal ids
 _NO_END = 2**62  # an upper bound for message ids in "messages after X" reads
@@ -125,7 +127,8 @@ class TieredMemory:
     def open(cls, path: str | Path, *, session_id: str, user_id: str | None = None, agent_id: str | None = None,
              config: MemoryConfig | None = None, summarizer: Summarizer | None = None,
              embedder: Embedder | bool | None = None, chroma: Any = None,
-             counter: TokenCounter | None = None, redactor: Redactor | None = None) -> TieredMemory:
+             counter: TokenCounter | None = None, redactor: Redactor | None = None,
+             keyring: KeyRing | str | Path | bool | None = None) -> TieredMemory:
         """Open (or create) the memory of one session.
 
         Args:
@@ -139,10 +142,13 @@ class TieredMemory:
                 client, or a :class:`ChromaStore`; default: embedded under ``path``.
             redactor: applied to every text before it is persisted or indexed, e.g.
                 :class:`langmem_tiers.redact.PIIRedactor` (e-mails, phones, card numbers).
+            keyring: encrypt stored text with per-user keys that ``forget`` destroys: a
+                :class:`~langmem_tiers.keyring.KeyRing`, a key folder, or ``True`` for a ``keys``
+                folder under ``path`` (embedded default only). See ``docs/core/erasure.md``.
         """
         namespace = Namespace.of(session_id, user_id, agent_id)
         config = config or MemoryConfig()
-        journal, folder = _open_journal(path)
+        journal, folder = _open_journal(path, keyring)
         try:
             if folder is not None and chroma is None and getattr(journal, "read_only", False) and embedder is not False:
                 # A read-only folder: the embedded Chroma cannot be opened (it writes, and takes a lock
@@ -833,10 +839,11 @@ class TieredMemory:
                 log.warning("the vector store could not be compacted: %s", e)
 
     def erase_report(self, texts: Sequence[str]) -> EraseReport:
-        """Scan each store's files for raw copies of ``texts`` (what you erased) and report per store."""
+        """Scan each store's files for raw copies of ``texts`` (what you erased) and report per store,
+        with whether this user's key is destroyed (encrypted journals: see :mod:`langmem_tiers.erasure`)."""
         self._check_open()
         store = self.recall.store if self.recall is not None else None
-        return erase_report(self.journal, store, texts)
+        return erase_report(self.journal, store, texts, namespace=self.namespace)
 
     def cleanup(self, *, max_age: float | None = None, min_importance: float | None = None,
                 kinds: Sequence[str] | None = None, dry_run: bool = True) -> list[RecallHit]:
@@ -1007,16 +1014,36 @@ def _memory_record(text: Any, kind: Any, importance: Any, pinned: Any, tags: Any
                      tags=tuple(tags), metadata=meta, created_at=time.time())
 
 
-def _open_journal(path: str | Path) -> tuple[Journal, Path | None]:
+def _open_journal(path: str | Path, keyring: KeyRing | str | Path | bool | None = None) -> tuple[Journal, Path | None]:
     text = str(path)
-    if text.startswith(("postgresql://", "postgres://")):
+    postgres = text.startswith(("postgresql://", "postgres://"))
+    ring = _keyring(keyring, None if postgres else Path(path))
+    if postgres:
         from langmem_tiers.journal.postgres import PostgresJournal
 
-        return PostgresJournal(text), None
+        return PostgresJournal(text, keyring=ring), None
     from langmem_tiers.journal.sqlite import SqliteJournal
 
     folder = Path(path)
-    return SqliteJournal(folder / JOURNAL_FILE), folder
+    return SqliteJournal(folder / JOURNAL_FILE, keyring=ring), folder
+
+
+def _keyring(keyring: KeyRing | str | Path | bool | None, folder: Path | None) -> KeyRing | None:
+    """The keyring ``open(keyring=...)`` asks for: given, a key folder, or ``True`` for ``keys/`` beside the journal."""
+    from langmem_tiers.keyring import FolderKeyRing
+
+    if keyring is None or keyring is False:
+        return None
+    if keyring is True:
+        if folder is None:
+            raise ConfigError("keyring=True puts keys beside an embedded journal; a PostgreSQL journal needs a key "
+                              "folder (or KeyRing) that its database backups do not include: keyring='/path/to/keys'")
+        return FolderKeyRing(folder / KEYS_DIR)
+    if isinstance(keyring, (str, Path)):
+        return FolderKeyRing(keyring)
+    if not isinstance(keyring, KeyRing):
+        raise ConfigError(f"keyring ({keyring!r:.80}) must be a KeyRing, a key folder or True")
+    return keyring
 
 
 def _open_vectors(folder: Path | None, embedder: Embedder | bool | None,

@@ -44,6 +44,17 @@ from langmem_tiers.journal.base import (
     provenance_after_erasure,
     search_terms,
 )
+from langmem_tiers.journal.encryption import (
+    ALGORITHM,
+    META_KEY,
+    RECORD_METADATA,
+    RECORD_TEXT,
+    FieldCipher,
+    RowCodec,
+    cipher_for,
+    shred_orphans,
+)
+from langmem_tiers.keyring import KeyRing
 from langmem_tiers.messages import Message, ToolCall
 
 if TYPE_CHECKING:
@@ -185,7 +196,19 @@ ALTER TABLE records ADD COLUMN key TEXT, ADD COLUMN valid_to DOUBLE PRECISION;
 CREATE INDEX records_key ON records (ns, key) WHERE key IS NOT NULL;
 """
 
-MIGRATIONS: tuple[str | Callable[[Conn], None], ...] = (*_OLD_MIGRATIONS, _migrate_to_v4, V5_SQL)
+# Schema version 6, encryption: ``records.terms`` holds the blind tokens of an encrypted record
+# (NULL for plaintext ones). The generated tsvector is rebuilt to index them ('simple': the
+# tokens are not English words) instead of the text, which is then ciphertext. A table rewrite.
+V6_SQL = """
+ALTER TABLE records ADD COLUMN terms TEXT;
+ALTER TABLE records DROP COLUMN tsv;
+ALTER TABLE records ADD COLUMN tsv TSVECTOR GENERATED ALWAYS AS (
+    CASE WHEN terms IS NULL THEN to_tsvector('english'::regconfig, text)
+         ELSE to_tsvector('simple'::regconfig, terms) END) STORED;
+CREATE INDEX records_tsv ON records USING GIN (tsv);
+"""
+
+MIGRATIONS: tuple[str | Callable[[Conn], None], ...] = (*_OLD_MIGRATIONS, _migrate_to_v4, V5_SQL, V6_SQL)
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 # The server's clock, in epoch seconds: leases and retry times of replicas on several hosts
@@ -198,13 +221,14 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 
-def ts_query(text: str) -> str | None:
+def ts_query(text: str, words: Sequence[str] | None = None) -> str | None:
     """Turn free text into a safe ``to_tsquery`` input: each word quoted, OR-ed (ranking weighs the overlap).
 
     At most ``MAX_QUERY_TERMS`` words: PostgreSQL parses and evaluates an OR chain
     recursively, and a 20k-word query (a pasted document) exceeded its stack depth limit.
+    ``words``, when given, are used instead of the text's (the blind tokens of an encrypted journal).
     """
-    words = search_terms(text)
+    words = search_terms(text) if words is None else list(words)
     return " | ".join("'" + w.replace("'", "''") + "'" for w in words) or None
 
 
@@ -243,6 +267,10 @@ class PostgresJournal:
         schema: the PostgreSQL schema holding the tables (created when missing).
         min_size / max_size: connections kept open / at most.
         timeout_s: how long to wait for the server at open and for a free connection.
+        keyring: encrypt every user-content text with per-user keys kept in this keyring,
+            outside the database (see :mod:`langmem_tiers.keyring`). Once a schema was
+            opened with a keyring, opening it without one raises
+            :class:`~langmem_tiers.errors.KeyUnavailableError`.
 
     Raises:
         MissingDependencyError: psycopg is not installed.
@@ -262,7 +290,7 @@ class PostgresJournal:
                     "(rotate WAL and backups by your retention policy)")
 
     def __init__(self, url: str, *, schema: str = DEFAULT_SCHEMA, min_size: int = 1, max_size: int = 8,
-                 timeout_s: float = 30.0) -> None:
+                 timeout_s: float = 30.0, keyring: KeyRing | None = None) -> None:
         if not _SCHEMA_NAME.fullmatch(schema):
             raise JournalError(
                 f"schema ({schema!r}) must be a lowercase identifier: letters, digits and _, up to 63 characters"
@@ -291,6 +319,7 @@ class PostgresJournal:
             self._pool.open(wait=True, timeout=timeout_s)
             self._migrate()
             self.uid = self._meta("uid")
+            self._cipher, self._plain_records = self._setup_encryption(keyring)
         except self._error as e:
             self.close()
             raise JournalError(f"cannot open journal {self.url}: {e}") from e
@@ -329,6 +358,47 @@ class PostgresJournal:
                 "INSERT INTO meta VALUES ('schema_version', %s) ON CONFLICT (key) DO UPDATE SET value=EXCLUDED.value",
                 (str(SCHEMA_VERSION),),
             )
+
+    @property
+    def encrypted(self) -> bool:
+        """True when this journal seals user content (it was opened with a keyring)."""
+        return self._cipher is not None
+
+    def _setup_encryption(self, keyring: KeyRing | None) -> tuple[FieldCipher | None, bool]:
+        """The cipher, and whether plaintext records from before encryption may exist (keyword search
+        then also sends the plaintext query words). The first open with a keyring marks the schema."""
+        with self._autocommit() as conn:
+            rows = dict(conn.execute("SELECT key, value FROM meta WHERE key IN (%s, 'encryption_plain_records')",
+                                     (META_KEY,)).fetchall())
+        cipher = cipher_for(keyring, self.uid, rows.get(META_KEY), f"{self.url} (schema {self.schema})")
+        if cipher is None or META_KEY in rows:
+            return cipher, rows.get("encryption_plain_records") == "1"
+        with self._txn() as conn:
+            conn.execute("LOCK TABLE meta IN EXCLUSIVE MODE")  # two replicas turning it on at once agree
+            plain = conn.execute("SELECT 1 FROM records LIMIT 1").fetchone() is not None
+            conn.execute("INSERT INTO meta VALUES (%s, %s), ('encryption_plain_records', %s) ON CONFLICT DO NOTHING",
+                         (META_KEY, ALGORITHM, "1" if plain else "0"))
+            row = conn.execute("SELECT value FROM meta WHERE key='encryption_plain_records'").fetchone()
+        return cipher, bool(row and row[0] == "1")
+
+    def _codec(self, conn: Conn) -> RowCodec:
+        """Seals and opens rows read or written on ``conn`` (namespace lookups reuse the connection)."""
+        return RowCodec(self._cipher, lambda ns_id: self._namespace_of(conn, ns_id))
+
+    def _namespace_of(self, conn: Conn, ns_id: int) -> Namespace:
+        known = self._names.get(ns_id)
+        if known is not None:
+            return known
+        row = conn.execute("SELECT session_id, user_id, agent_id FROM namespaces WHERE ns=%s", (ns_id,)).fetchone()
+        if row is None:
+            raise SessionErasedError(erased_message(ns_id, None))
+        ns = Namespace(row[0], row[1], row[2])
+        self._remember(ns_id, ns)
+        return ns
+
+    def key_destroyed(self, ns: Namespace) -> bool | None:
+        """Whether the key that sealed this namespace's text is gone (``None``: the journal is not encrypted)."""
+        return None if self._cipher is None else not self._cipher.has_key(ns)
 
     def _meta(self, key: str) -> str:
         with self._autocommit() as conn:
@@ -377,7 +447,7 @@ class PostgresJournal:
         with self._txn() as conn:
             if not _lock_session(conn, ns_id):
                 raise SessionErasedError(erased_message(ns_id, self._names.get(ns_id)))
-            tx = _PostgresWrite(conn, ns_id)
+            tx = _PostgresWrite(conn, ns_id, self._codec(conn))
             yield tx
             if tx.touched:
                 _bump(conn, [ns_id])
@@ -386,7 +456,7 @@ class PostgresJournal:
     def read(self) -> Iterator[_PostgresRead]:
         """Reads from one consistent snapshot."""
         with self._txn("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY") as conn:
-            yield _PostgresRead(conn)
+            yield _PostgresRead(conn, self._codec(conn))
 
     # --- namespaces -----------------------------------------------------------
 
@@ -444,10 +514,11 @@ class PostgresJournal:
                     f"SELECT {_MSG_COLS} FROM messages WHERE ns=%s AND id>%s ORDER BY id LIMIT %s",
                     (ns_id, cursor, batch),
                 ).fetchall()
+                codec = self._codec(conn)
+                messages = [_row_message(row, codec) for row in rows]
             if not rows:
                 return
-            for row in rows:
-                yield _row_message(row)
+            yield from messages
             cursor = rows[-1][0]
 
     def messages_by_id(self, ids: Sequence[int]) -> list[Message]:
@@ -457,7 +528,8 @@ class PostgresJournal:
             rows = conn.execute(
                 f"SELECT {_MSG_COLS} FROM messages WHERE id = ANY(%s) ORDER BY id", (list(ids),)
             ).fetchall()
-        return [_row_message(r) for r in rows]
+            codec = self._codec(conn)
+            return [_row_message(r, codec) for r in rows]
 
     def count_messages(self, ns_id: int | None = None) -> int:
         with self._autocommit() as conn:
@@ -508,7 +580,7 @@ class PostgresJournal:
             for rid, remaining in narrowed:
                 conn.execute("UPDATE records SET message_ids=%s WHERE id=%s", (json.dumps(list(remaining)), rid))
             conn.execute("DELETE FROM messages WHERE ns=%s AND id = ANY(%s)", (ns_id, ids))
-            if ids[0] <= _state(conn, ns_id).summary_cursor:
+            if ids[0] <= _state(conn, ns_id, None).summary_cursor:
                 conn.execute("UPDATE state SET summary='', summary_tokens=0, summary_cursor=0, "
                              "summary_version=summary_version+1, failures=0, last_error=NULL, retry_at=0 "
                              "WHERE ns=%s", (ns_id,))
@@ -516,15 +588,32 @@ class PostgresJournal:
             return record_ids
 
     def delete_namespaces(self, ns_ids: Sequence[int]) -> list[int]:
+        """Delete namespaces with everything they hold; returns the record ids removed.
+
+        In an encrypted journal, the key of every user (or anonymous session) left without a
+        session is then destroyed, after the commit: the rows' copies in the WAL, in dead
+        tuples, on replicas and in backups can no longer be opened.
+        """
         removed: list[int] = []
         with self._txn() as conn:
             ordered = sorted(set(ns_ids))  # lock in one order: two deleters never deadlock
             conn.execute("SELECT ns FROM state WHERE ns = ANY(%s) ORDER BY ns FOR UPDATE", (ordered,))
+            erased = [Namespace(r[0], r[1], r[2]) for r in conn.execute(
+                "SELECT session_id, user_id, agent_id FROM namespaces WHERE ns = ANY(%s)", (ordered,)).fetchall()]
             for ns_id in ordered:
                 removed += _delete_ns_content(conn, ns_id)
                 conn.execute("DELETE FROM state WHERE ns=%s", (ns_id,))
                 conn.execute("DELETE FROM namespaces WHERE ns=%s", (ns_id,))
+        shred_orphans(self._cipher, erased, self._subject_in_use)
         return removed
+
+    def _subject_in_use(self, ns: Namespace) -> bool:
+        """Whether a namespace sealed with ``ns``'s key still exists (its user, or the anonymous session)."""
+        sql, args = (("SELECT 1 FROM namespaces WHERE user_id=%s LIMIT 1", (ns.user_id,)) if not ns.anonymous else
+                     ("SELECT 1 FROM namespaces WHERE user_id='' AND agent_id=%s AND session_id=%s",
+                      (ns.agent_id, ns.session_id)))
+        with self._autocommit() as conn:
+            return conn.execute(sql, args).fetchone() is not None
 
     # --- records, keyword index, outbox ---------------------------------------
 
@@ -533,7 +622,7 @@ class PostgresJournal:
             return []
         with self._autocommit() as conn:
             rows = conn.execute(f"{_RECORD_SELECT} WHERE r.id = ANY(%s) ORDER BY r.id", (list(ids),)).fetchall()
-        return [_row_record(r) for r in rows]
+        return [_row_record(r, self._codec(conn)) for r in rows]
 
     def count_records(self, ns_id: int) -> int:
         return self.record_stats(ns_id)[0]
@@ -566,20 +655,28 @@ class PostgresJournal:
             args.append(list(kinds))
         with self._autocommit() as conn:
             rows = conn.execute(sql + " ORDER BY r.id", args).fetchall()
-        return [_row_record(r) for r in rows]
+        return [_row_record(r, self._codec(conn)) for r in rows]
 
     def keyword_search(self, query: str, ns_ids: Sequence[int], k: int,
                        kinds: Sequence[str] | None = None) -> list[KeywordHit]:
-        match = ts_query(query)
-        if not match or not ns_ids or k <= 0:
+        if not ns_ids or k <= 0:
             return []
+        if self._cipher is None:
+            match = ts_query(query)
+            if not match:
+                return []
+            tsquery, args = "to_tsquery('english'::regconfig, %s)", [match]
+        else:
+            tsquery, args = self._blind_tsquery(query, ns_ids)
+            if not tsquery:
+                return []
         # The namespace filter is a column of records, never a term of the text index.
         sql = (
             "SELECT r.id, ts_rank_cd(r.tsv, q.query) AS score "
-            "FROM records r, to_tsquery('english'::regconfig, %s) AS q(query) "
+            f"FROM records r, {tsquery} AS q(query) "
             "WHERE r.tsv @@ q.query AND r.ns = ANY(%s)"
         )
-        args: list[Any] = [match, list(ns_ids)]
+        args.append(list(ns_ids))
         if kinds:
             sql += " AND r.kind = ANY(%s)"
             args.append(list(kinds))
@@ -588,6 +685,30 @@ class PostgresJournal:
         with self._autocommit() as conn:
             rows = conn.execute(sql, args).fetchall()
         return [KeywordHit(int(r[0]), i + 1, float(r[1])) for i, r in enumerate(rows)]
+
+    def _blind_tsquery(self, query: str, ns_ids: Sequence[int]) -> tuple[str, list[Any]]:
+        """The tsquery of an encrypted journal: the blind tokens of the query's words ('simple'), OR-ed
+        with the plaintext words ('english') only when records from before encryption may exist."""
+        assert self._cipher is not None
+        words = search_terms(query)
+        with self._autocommit() as conn:
+            try:
+                namespaces = [self._namespace_of(conn, n) for n in ns_ids]
+            except SessionErasedError:  # one was erased meanwhile: search the others
+                rows = conn.execute("SELECT session_id, user_id, agent_id FROM namespaces WHERE ns = ANY(%s)",
+                                    (list(ns_ids),)).fetchall()
+                namespaces = [Namespace(r[0], r[1], r[2]) for r in rows]
+        parts: list[str] = []
+        args: list[Any] = []
+        blind = ts_query("", self._cipher.query_terms(namespaces, words))
+        if blind:
+            parts.append("to_tsquery('simple'::regconfig, %s)")
+            args.append(blind)
+        plain = ts_query(query) if self._plain_records else None
+        if plain:
+            parts.append("to_tsquery('english'::regconfig, %s)")
+            args.append(plain)
+        return (f"(SELECT {' || '.join(parts)})" if parts else ""), args
 
     def add_records(self, ns_id: int, records: Sequence[NewRecord]) -> list[int]:
         """Insert records of one session; raises SessionErasedError when it was erased."""
@@ -601,23 +722,29 @@ class PostgresJournal:
     def update_record(self, record_id: int, *, text: str | None = None, importance: float | None = None,
                       message_ids: tuple[int, ...] | None = None,
                       metadata: Mapping[str, Any] | None = None) -> None:
-        sets: list[str] = []
-        args: list[Any] = []
-        for column, value in (("text", text), ("importance", importance),
-                              ("message_ids", None if message_ids is None else json.dumps(list(message_ids))),
-                              ("metadata", None if metadata is None else
-                               json.dumps(dict(metadata), ensure_ascii=False))):
-            if value is not None:
-                sets.append(f"{column}=%s")
-                args.append(value)
-        if not sets:
+        if text is None and importance is None and message_ids is None and metadata is None:
             return
         with self._txn() as conn:
-            row = conn.execute(f"UPDATE records SET {', '.join(sets)} WHERE id=%s RETURNING ns",
-                               (*args, record_id)).fetchone()
-            if row is not None:
-                _queue(conn, [record_id], "upsert", int(row[0]))
-                _bump(conn, [int(row[0])])
+            row = conn.execute("SELECT ns FROM records WHERE id=%s FOR UPDATE", (record_id,)).fetchone()
+            if row is None:
+                return
+            ns_id = int(row[0])
+            codec = self._codec(conn)
+            sets: list[str] = []
+            args: list[Any] = []
+            for column, value in (
+                    ("text", None if text is None else codec.sealed_column(ns_id, RECORD_TEXT, text)),
+                    ("terms", None if text is None else codec.index_terms(ns_id, text)),
+                    ("importance", importance),
+                    ("message_ids", None if message_ids is None else json.dumps(list(message_ids))),
+                    ("metadata", None if metadata is None else codec.sealed_column(
+                        ns_id, RECORD_METADATA, json.dumps(dict(metadata), ensure_ascii=False)))):
+                if value is not None:
+                    sets.append(f"{column}=%s")
+                    args.append(value)
+            conn.execute(f"UPDATE records SET {', '.join(sets)} WHERE id=%s", (*args, record_id))
+            _queue(conn, [record_id], "upsert", ns_id)
+            _bump(conn, [ns_id])
 
     def outbox(self, limit: int, due_only: bool = True) -> list[OutboxItem]:
         """Pending items, unclaimed (the single-process path; many indexers use :meth:`claim_outbox`)."""
@@ -708,7 +835,7 @@ class PostgresJournal:
                 "WHERE o.op = 'upsert' AND r.ns = ANY(%s) ORDER BY r.id DESC LIMIT %s",
                 (list(ns_ids), limit),
             ).fetchall()
-        return [_row_record(r) for r in reversed(rows)]
+        return [_row_record(r, self._codec(conn)) for r in reversed(rows)]
 
     def requeue_all(self) -> int:
         # The tsvector column is generated from the text, so only the vectors need rebuilding.
@@ -809,7 +936,7 @@ class PostgresJournal:
 
 
 _NAMES_KEPT = 4096
-_MSG_COLS = "id, role, content, name, tool_calls, tool_call_id, metadata, created_at, tokens, tokens_key, key"
+_MSG_COLS = "id, role, content, name, tool_calls, tool_call_id, metadata, created_at, tokens, tokens_key, key, ns"
 _RECORD_SELECT = (
     "SELECT r.id, n.session_id, n.user_id, n.agent_id, r.kind, r.text, r.message_ids, r.importance, "
     "r.pinned, r.tags, r.metadata, r.created_at, r.key, r.valid_to FROM records r JOIN namespaces n ON n.ns = r.ns"
@@ -817,13 +944,14 @@ _RECORD_SELECT = (
 
 
 class _PostgresWrite:
-    def __init__(self, conn: Conn, ns_id: int) -> None:
+    def __init__(self, conn: Conn, ns_id: int, codec: RowCodec) -> None:
         self.conn = conn
         self.ns_id = ns_id
+        self._codec = codec
         self.touched = False  # a change to this session: its version grows at commit
 
     def state(self) -> SessionState:
-        return _state(self.conn, self.ns_id)
+        return _state(self.conn, self.ns_id, self._codec)
 
     def insert_messages(self, messages: Sequence[Message], tokens: Sequence[int], tokens_key: str) -> list[Message]:
         from psycopg.types.json import Jsonb
@@ -831,16 +959,16 @@ class _PostgresWrite:
         stored = []
         for message, count in zip(messages, tokens):
             created = message.created_at if message.created_at is not None else time.time()
+            content, name, calls, metadata = self._codec.message_columns(
+                self.ns_id, json.dumps(message.to_dict()["content"], ensure_ascii=False), message.name,
+                [c.to_dict() for c in message.tool_calls] if message.tool_calls else None,
+                json.dumps(dict(message.metadata), ensure_ascii=False) if message.metadata else None)
             try:
                 row = self.conn.execute(
                     "INSERT INTO messages (ns, role, content, name, tool_calls, tool_call_id, metadata, created_at, "
                     "tokens, tokens_key, key) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) RETURNING id",
-                    (self.ns_id, message.role, json.dumps(message.to_dict()["content"], ensure_ascii=False),
-                     message.name,
-                     Jsonb([c.to_dict() for c in message.tool_calls]) if message.tool_calls else None,
-                     message.tool_call_id,
-                     json.dumps(dict(message.metadata), ensure_ascii=False) if message.metadata else None,
-                     created, count, tokens_key, message.key),
+                    (self.ns_id, message.role, content, name, Jsonb(calls) if calls else None,
+                     message.tool_call_id, metadata, created, count, tokens_key, message.key),
                 ).fetchone()
             except Exception as e:
                 if message.key is not None and getattr(e, "sqlstate", None) == "23505":  # unique_violation
@@ -860,7 +988,7 @@ class _PostgresWrite:
         rows = self.conn.execute(
             f"SELECT {_MSG_COLS} FROM messages WHERE ns=%s AND key = ANY(%s)", (self.ns_id, list(set(keys)))
         ).fetchall()
-        return {str(r[10]): _row_message(r) for r in rows}
+        return {str(r[10]): _row_message(r, self._codec) for r in rows}
 
     def window_entries(self, start: int) -> list[WindowEntry]:
         rows = self.conn.execute(
@@ -873,7 +1001,7 @@ class _PostgresWrite:
             f"SELECT {_MSG_COLS} FROM messages WHERE ns=%s AND id>%s AND id<%s ORDER BY id",
             (self.ns_id, after, before),
         ).fetchall()
-        return [_row_message(r) for r in rows]
+        return [_row_message(r, self._codec) for r in rows]
 
     def open_tool_calls(self, since: int) -> set[str]:
         rows = self.conn.execute(
@@ -891,7 +1019,7 @@ class _PostgresWrite:
         self.conn.execute(
             "UPDATE state SET summary=%s, summary_tokens=%s, summary_cursor=%s, "
             "summary_version=summary_version+1, failures=0, last_error=NULL, retry_at=0 WHERE ns=%s",
-            (summary, tokens, cursor, self.ns_id),
+            (self._codec.seal_summary(self.ns_id, summary), tokens, cursor, self.ns_id),
         )
         self.touched = True
 
@@ -903,7 +1031,7 @@ class _PostgresWrite:
         self.touched = True
 
     def insert_records(self, records: Sequence[NewRecord]) -> list[int]:
-        ids = _insert_records(self.conn, self.ns_id, records)
+        ids = _insert_records(self.conn, self.ns_id, records, self._codec)
         self.touched = self.touched or bool(ids)
         return ids
 
@@ -922,7 +1050,7 @@ class _PostgresWrite:
             return []
         rows = self.conn.execute(f"{_RECORD_SELECT} WHERE r.ns = ANY(%s) AND r.kind != 'turn' "
                                  "AND r.valid_to IS NULL ORDER BY r.id", (list(ns_ids),)).fetchall()
-        return [_row_record(r) for r in rows]
+        return [_row_record(r, self._codec) for r in rows]
 
     def supersede(self, record_ids: Sequence[int], valid_to: float) -> None:
         if not record_ids:
@@ -941,17 +1069,18 @@ class _PostgresWrite:
 
 
 class _PostgresRead:
-    def __init__(self, conn: Conn) -> None:
+    def __init__(self, conn: Conn, codec: RowCodec) -> None:
         self.conn = conn
+        self._codec = codec
 
     def state(self, ns_id: int) -> SessionState:
-        return _state(self.conn, ns_id)
+        return _state(self.conn, ns_id, self._codec)
 
     def window_messages(self, ns_id: int, start: int) -> list[tuple[Message, int, str]]:
         rows = self.conn.execute(
             f"SELECT {_MSG_COLS} FROM messages WHERE ns=%s AND id>=%s ORDER BY id", (ns_id, start)
         ).fetchall()
-        return [(_row_message(r), int(r[8]), str(r[9])) for r in rows]
+        return [(_row_message(r, self._codec), int(r[8]), str(r[9])) for r in rows]
 
     def count_between(self, ns_id: int, after: int, before: int) -> int:
         row = self.conn.execute(
@@ -971,7 +1100,8 @@ def _rollback(conn: Conn, error: type[Exception]) -> None:
         pass
 
 
-def _state(conn: Conn, ns_id: int) -> SessionState:
+def _state(conn: Conn, ns_id: int, codec: RowCodec | None) -> SessionState:
+    """The session's state; its summary opened by ``codec`` (left as stored when ``None``: cursors only)."""
     row = conn.execute(
         "SELECT window_start, summary, summary_tokens, summary_cursor, summary_version, failures, last_error, "
         "retry_at, version FROM state WHERE ns=%s",
@@ -979,7 +1109,8 @@ def _state(conn: Conn, ns_id: int) -> SessionState:
     ).fetchone()
     if row is None:
         return SessionState()
-    return SessionState(int(row[0]), str(row[1]), int(row[2]), int(row[3]), int(row[4]), int(row[5]),
+    summary = str(row[1]) if codec is None else codec.summary(ns_id, str(row[1]))
+    return SessionState(int(row[0]), summary, int(row[2]), int(row[3]), int(row[4]), int(row[5]),
                         row[6], float(row[7]), int(row[8]))
 
 
@@ -1016,34 +1147,37 @@ def _release(conn: Conn, items: Sequence[OutboxItem]) -> None:
         )
 
 
-def _row_message(row: Sequence[Any]) -> Message:
-    content = json.loads(row[2])
+def _row_message(row: Sequence[Any], codec: RowCodec) -> Message:
+    raw, name, calls, metadata = codec.message_fields(int(row[11]), row[2], row[3], row[4] or None, row[6])
+    content = json.loads(raw)
     return Message(
         role=row[1],
         content=content if isinstance(content, str) else tuple(content),
-        name=row[3],
-        tool_calls=tuple(ToolCall(**c) for c in row[4]) if row[4] else (),
+        name=name,
+        tool_calls=tuple(ToolCall(**c) for c in calls) if calls else (),
         tool_call_id=row[5],
-        metadata=json.loads(row[6]) if row[6] else {},
+        metadata=json.loads(metadata) if metadata else {},
         created_at=float(row[7]),
         id=int(row[0]),
         key=row[10],
     )
 
 
-def _row_record(row: Sequence[Any]) -> Record:
+def _row_record(row: Sequence[Any], codec: RowCodec) -> Record:
+    ns = Namespace(row[1], row[2], row[3])
+    text, tags, metadata, key = codec.record_fields(ns, str(row[5]), str(row[9]), str(row[10]), row[12])
     return Record(
         id=int(row[0]),
-        namespace=Namespace(row[1], row[2], row[3]),
+        namespace=ns,
         kind=str(row[4]),
-        text=str(row[5]),
+        text=text,
         message_ids=tuple(json.loads(row[6])),
         importance=float(row[7]),
         pinned=bool(row[8]),
-        tags=tuple(json.loads(row[9])),
-        metadata=json.loads(row[10]),
+        tags=tuple(json.loads(tags)),
+        metadata=json.loads(metadata),
         created_at=float(row[11]),
-        key=row[12],
+        key=key,
         valid_to=None if row[13] is None else float(row[13]),
     )
 
@@ -1064,15 +1198,17 @@ def _queue(conn: Conn, record_ids: Sequence[int], op: str, ns_id: int | None) ->
     )
 
 
-def _insert_records(conn: Conn, ns_id: int, records: Sequence[NewRecord]) -> list[int]:
+def _insert_records(conn: Conn, ns_id: int, records: Sequence[NewRecord], codec: RowCodec) -> list[int]:
     ids = []
     for r in records:
+        text, tags, metadata, key, terms = codec.record_columns(
+            ns_id, r.text, json.dumps(list(r.tags), ensure_ascii=False),
+            json.dumps(dict(r.metadata), ensure_ascii=False), r.key)
         row = conn.execute(
-            "INSERT INTO records (ns, kind, text, message_ids, importance, pinned, tags, metadata, created_at, key) "
-            "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) RETURNING id",
-            (ns_id, r.kind, r.text, json.dumps(list(r.message_ids)), r.importance, bool(r.pinned),
-             json.dumps(list(r.tags), ensure_ascii=False), json.dumps(dict(r.metadata), ensure_ascii=False),
-             r.created_at or time.time(), r.key),
+            "INSERT INTO records (ns, kind, text, message_ids, importance, pinned, tags, metadata, created_at, key, "
+            "terms) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) RETURNING id",
+            (ns_id, r.kind, text, json.dumps(list(r.message_ids)), r.importance, bool(r.pinned),
+             tags, metadata, r.created_at or time.time(), key, terms),
         ).fetchone()
         assert row is not None
         ids.append(int(row[0]))

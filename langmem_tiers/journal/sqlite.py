@@ -41,6 +41,17 @@ from langmem_tiers.journal.base import (
     provenance_after_erasure,
     search_terms,
 )
+from langmem_tiers.journal.encryption import (
+    ALGORITHM,
+    META_KEY,
+    RECORD_METADATA,
+    RECORD_TEXT,
+    FieldCipher,
+    RowCodec,
+    cipher_for,
+    shred_orphans,
+)
+from langmem_tiers.keyring import KeyRing
 from langmem_tiers.messages import Message, ToolCall
 
 log = logging.getLogger(__name__)
@@ -221,7 +232,37 @@ ALTER TABLE records ADD COLUMN valid_to REAL;
 CREATE INDEX records_key ON records (ns, key) WHERE key IS NOT NULL;
 """
 
-MIGRATIONS: tuple[str | Callable[[sqlite3.Connection], None], ...] = (*_OLD_MIGRATIONS, _migrate_to_v4, V5_SQL)
+# Schema version 6, encryption: ``records.terms`` holds the blind tokens of an encrypted record
+# (NULL for plaintext ones), and the keyword index reads ``coalesce(terms, text)`` through a view,
+# so FTS5's 'rebuild' and 'integrity-check' see what the triggers indexed, never ciphertext.
+V6_SQL = """
+ALTER TABLE records ADD COLUMN terms TEXT;
+DROP TRIGGER records_ai;
+DROP TRIGGER records_ad;
+DROP TRIGGER records_au;
+DROP TABLE records_fts;
+CREATE VIEW records_fts_content AS SELECT id, coalesce(terms, text) AS text, scope_terms FROM records;
+CREATE VIRTUAL TABLE records_fts USING fts5(
+    text, scope_terms, content='records_fts_content', content_rowid='id',
+    tokenize='porter unicode61 remove_diacritics 2'
+);
+CREATE TRIGGER records_ai AFTER INSERT ON records BEGIN
+    INSERT INTO records_fts (rowid, text, scope_terms) VALUES (new.id, coalesce(new.terms, new.text), new.scope_terms);
+END;
+CREATE TRIGGER records_ad AFTER DELETE ON records BEGIN
+    INSERT INTO records_fts (records_fts, rowid, text, scope_terms)
+    VALUES ('delete', old.id, coalesce(old.terms, old.text), old.scope_terms);
+END;
+CREATE TRIGGER records_au AFTER UPDATE OF text, terms ON records BEGIN
+    INSERT INTO records_fts (records_fts, rowid, text, scope_terms)
+    VALUES ('delete', old.id, coalesce(old.terms, old.text), old.scope_terms);
+    INSERT INTO records_fts (rowid, text, scope_terms) VALUES (new.id, coalesce(new.terms, new.text), new.scope_terms);
+END;
+INSERT INTO records_fts (records_fts) VALUES ('rebuild');
+"""
+
+MIGRATIONS: tuple[str | Callable[[sqlite3.Connection], None], ...] = (
+    *_OLD_MIGRATIONS, _migrate_to_v4, V5_SQL, V6_SQL)
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 # How long a freshly opened journal waits on the file before reporting it busy.
@@ -232,7 +273,7 @@ DEFAULT_BUSY_TIMEOUT_S = 30.0
 MAX_SCOPE_TERMS = 64
 
 
-def fts_query(text: str, ns_ids: Sequence[int] = ()) -> str | None:
+def fts_query(text: str, ns_ids: Sequence[int] = (), tokens: Sequence[str] | None = None) -> str | None:
     """Turn free text into a safe FTS5 query: each word quoted, OR-ed (bm25 ranks the overlap).
 
     The words are confined to the ``text`` column, always: the index's ``scope_terms``
@@ -242,8 +283,12 @@ def fts_query(text: str, ns_ids: Sequence[int] = ()) -> str | None:
     those sessions' matches (measured at 100k records in 1000 sessions: p50 44 ms instead
     of 202 ms for a join that ranks every match in the journal). It is only an accelerator:
     :meth:`SqliteJournal.keyword_search` filters by ``records.ns`` as well.
+
+    ``tokens``, when given, replace the words: the blind tokens of an encrypted journal
+    (with the plaintext words too when the journal also holds rows from before encryption).
     """
-    words = " OR ".join(f'"{w}"' for w in search_terms(text))
+    terms = search_terms(text) if tokens is None else list(tokens)
+    words = " OR ".join(f'"{w}"' for w in terms)
     if not words:
         return None
     if ns_ids and len(ns_ids) <= MAX_SCOPE_TERMS:
@@ -289,6 +334,9 @@ class SqliteJournal:
         read_only: open for reading only. ``None`` (default) decides from the file system: a
             journal whose file or folder is not writable is opened read-only (reads work,
             writes raise :class:`JournalError`).
+        keyring: encrypt every user-content text with per-user keys kept in this keyring
+            (see :mod:`langmem_tiers.keyring`). Once a journal was opened with a keyring,
+            opening it without one raises :class:`~langmem_tiers.errors.KeyUnavailableError`.
 
     Example:
         >>> import tempfile, pathlib
@@ -299,7 +347,7 @@ class SqliteJournal:
     """
 
     def __init__(self, path: str | Path, *, synchronous: str = "FULL", busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
-                 read_only: bool | None = None) -> None:
+                 read_only: bool | None = None, keyring: KeyRing | None = None) -> None:
         if synchronous not in ("FULL", "NORMAL", "EXTRA"):
             raise JournalError(f"synchronous ({synchronous!r}) must be FULL, NORMAL or EXTRA")
         self.path = Path(path)
@@ -341,6 +389,53 @@ class SqliteJournal:
             self._close_quietly()
             raise
         self.uid = self._meta("uid")
+        self._cipher, self._plain_records = self._setup_encryption(keyring)
+        self._codec = RowCodec(self._cipher, self._namespace_of)
+
+    @property
+    def encrypted(self) -> bool:
+        """True when this journal seals user content (it was opened with a keyring)."""
+        return self._cipher is not None
+
+    def _setup_encryption(self, keyring: KeyRing | None) -> tuple[FieldCipher | None, bool]:
+        """The cipher, and whether plaintext records from before encryption may exist (keyword search
+        then also sends the plaintext query words). The first open with a keyring marks the journal."""
+        try:
+            with self._lock:
+                rows = dict(self._db.execute(
+                    "SELECT key, value FROM meta WHERE key IN (?, 'encryption_plain_records')", (META_KEY,)))
+                cipher = cipher_for(keyring, self.uid, rows.get(META_KEY), str(self.path))
+                if cipher is None or META_KEY in rows:
+                    return cipher, rows.get("encryption_plain_records") == "1"
+                if self.read_only:  # cannot mark it: reads work, and writes are refused anyway
+                    return cipher, True
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    plain = self._db.execute("SELECT 1 FROM records LIMIT 1").fetchone() is not None
+                    self._db.execute("INSERT OR IGNORE INTO meta VALUES (?, ?), ('encryption_plain_records', ?)",
+                                     (META_KEY, ALGORITHM, "1" if plain else "0"))
+                    self._db.execute("COMMIT")
+                except BaseException:
+                    self._rollback()
+                    raise
+                return cipher, plain
+        except BaseException:
+            self._close_quietly()
+            raise
+
+    def _namespace_of(self, ns_id: int) -> Namespace:
+        """The ids of a namespace (its key subject), from the cache or the journal."""
+        known = self._names.get(ns_id)
+        if known is not None:
+            return known
+        with self._lock:
+            row = self._db.execute("SELECT session_id, user_id, agent_id FROM namespaces WHERE ns=?",
+                                   (ns_id,)).fetchone()
+        if row is None:
+            raise SessionErasedError(erased_message(ns_id, None))
+        ns = Namespace(row[0], row[1], row[2])
+        self._remember(ns_id, ns)
+        return ns
 
     def _check_path(self) -> None:
         if self.path.is_dir():
@@ -436,7 +531,7 @@ class SqliteJournal:
         """
         with self._txn() as db:
             _require_session(db, ns_id, self._names.get(ns_id))
-            tx = _SqliteWrite(db, ns_id)
+            tx = _SqliteWrite(db, ns_id, self._codec)
             yield tx
             if tx.touched:
                 _bump(db, [ns_id])
@@ -447,7 +542,7 @@ class SqliteJournal:
             self._check_open()
             self._db.execute("BEGIN")
             try:
-                yield _SqliteRead(self._db)
+                yield _SqliteRead(self._db, self._codec)
             finally:
                 self._db.execute("COMMIT")
 
@@ -551,13 +646,13 @@ class SqliteJournal:
             if not rows:
                 return
             for row in rows:
-                yield _row_message(row)
+                yield _row_message(row, self._codec)
             cursor = rows[-1][0]
 
     def messages_by_id(self, ids: Sequence[int]) -> list[Message]:
         with self._autocommit() as db:
             rows = _select_in(db, f"SELECT {_MSG_COLS} FROM messages WHERE id IN ({{}}) ORDER BY id", ids)
-        return [_row_message(r) for r in rows]
+            return [_row_message(r, self._codec) for r in rows]
 
     def count_messages(self, ns_id: int | None = None) -> int:
         with self._autocommit() as db:
@@ -601,7 +696,7 @@ class SqliteJournal:
             db.executemany("UPDATE records SET message_ids=? WHERE id=?",
                            [(json.dumps(list(remaining)), rid) for rid, remaining in narrowed])
             _select_in(db, f"DELETE FROM messages WHERE ns={int(ns_id)} AND id IN ({{}})", ids)
-            if ids[0] <= _state(db, ns_id).summary_cursor:
+            if ids[0] <= _state(db, ns_id, None).summary_cursor:
                 db.execute("UPDATE state SET summary='', summary_tokens=0, summary_cursor=0, "
                            "summary_version=summary_version+1, failures=0, last_error=NULL, retry_at=0 WHERE ns=?",
                            (ns_id,))
@@ -609,13 +704,33 @@ class SqliteJournal:
             return record_ids
 
     def delete_namespaces(self, ns_ids: Sequence[int]) -> list[int]:
+        """Delete namespaces with everything they hold; returns the record ids removed.
+
+        In an encrypted journal, the key of every user (or anonymous session) left without a
+        session is then destroyed, after the commit: copies of the rows that outlive the
+        delete (a backup, a copied file) can no longer be opened.
+        """
         removed: list[int] = []
+        erased: list[Namespace] = []
         with self._txn() as db:
             for ns_id in dict.fromkeys(ns_ids):
+                row = db.execute("SELECT session_id, user_id, agent_id FROM namespaces WHERE ns=?",
+                                 (ns_id,)).fetchone()
+                if row is not None:
+                    erased.append(Namespace(row[0], row[1], row[2]))
                 removed += _delete_ns_content(db, ns_id)
                 db.execute("DELETE FROM state WHERE ns=?", (ns_id,))
                 db.execute("DELETE FROM namespaces WHERE ns=?", (ns_id,))
+        shred_orphans(self._cipher, erased, self._subject_in_use)
         return removed
+
+    def _subject_in_use(self, ns: Namespace) -> bool:
+        """Whether a namespace sealed with ``ns``'s key still exists (its user, or the anonymous session)."""
+        sql, args = (("SELECT 1 FROM namespaces WHERE user_id=? LIMIT 1", (ns.user_id,)) if not ns.anonymous else
+                     ("SELECT 1 FROM namespaces WHERE user_id='' AND agent_id=? AND session_id=?",
+                      (ns.agent_id, ns.session_id)))
+        with self._autocommit() as db:
+            return db.execute(sql, args).fetchone() is not None
 
     # --- records, keyword index, outbox ---------------------------------------
 
@@ -636,7 +751,7 @@ class SqliteJournal:
     def records(self, ids: Sequence[int]) -> list[Record]:
         with self._autocommit() as db:
             rows = _select_in(db, f"{_RECORD_SELECT} WHERE r.id IN ({{}})", ids)
-        return [_row_record(r) for r in rows]
+        return [_row_record(r, self._codec) for r in rows]
 
     def scoped_records(self, ns_ids: Sequence[int], kinds: Sequence[str] | None = None,
                        pinned_only: bool = False) -> list[Record]:
@@ -650,7 +765,7 @@ class SqliteJournal:
             sql += f" AND r.kind IN ({','.join('?' * len(kinds))})"
             args += list(kinds)
         with self._autocommit() as db:
-            return [_row_record(r) for r in db.execute(sql + " ORDER BY r.id", args)]
+            return [_row_record(r, self._codec) for r in db.execute(sql + " ORDER BY r.id", args)]
 
     def keyword_search(self, query: str, ns_ids: Sequence[int], k: int,
                        kinds: Sequence[str] | None = None) -> list[KeywordHit]:
@@ -659,8 +774,10 @@ class SqliteJournal:
         The namespace filter is a join on the records table (FTS5 also narrows by scope
         terms, a column that user words never reach: see :func:`fts_query`).
         """
-        match = fts_query(query, ns_ids)
-        if not match or not ns_ids or k <= 0:
+        if not ns_ids or k <= 0:
+            return []
+        match = fts_query(query, ns_ids, self._query_tokens(query, ns_ids))
+        if not match:
             return []
         sql = (
             "SELECT r.id, bm25(records_fts, 1.0, 0.0) AS score FROM records_fts "
@@ -678,6 +795,19 @@ class SqliteJournal:
         # bm25() is lower-is-better and negative; report a positive relevance.
         return [KeywordHit(int(r[0]), i + 1, -float(r[1])) for i, r in enumerate(rows)]
 
+    def _query_tokens(self, query: str, ns_ids: Sequence[int]) -> list[str] | None:
+        """The blind tokens of the query's words for these namespaces' keys (``None`` when not encrypted);
+        plus the plaintext words when records from before encryption may exist."""
+        if self._cipher is None:
+            return None
+        words = search_terms(query)
+        try:
+            namespaces = [self._namespace_of(n) for n in ns_ids]
+        except SessionErasedError:  # one was erased meanwhile: search the others
+            namespaces = [ns for n, ns in self.namespaces() if n in set(ns_ids)]
+        tokens = self._cipher.query_terms(namespaces, words)
+        return tokens + words if self._plain_records else tokens
+
     def add_records(self, ns_id: int, records: Sequence[NewRecord]) -> list[int]:
         """Insert records of one session; raises SessionErasedError when it was erased."""
         with self.write(ns_id) as tx:
@@ -687,25 +817,35 @@ class SqliteJournal:
         with self._txn() as db:
             return _delete_records(db, ids)
 
+    def key_destroyed(self, ns: Namespace) -> bool | None:
+        """Whether the key that sealed this namespace's text is gone (``None``: the journal is not encrypted)."""
+        return None if self._cipher is None else not self._cipher.has_key(ns)
+
     def update_record(self, record_id: int, *, text: str | None = None, importance: float | None = None,
                       message_ids: tuple[int, ...] | None = None,
                       metadata: Mapping[str, Any] | None = None) -> None:
-        sets: list[str] = []
-        args: list[Any] = []
-        for column, value in (("text", text), ("importance", importance),
-                              ("message_ids", None if message_ids is None else json.dumps(list(message_ids))),
-                              ("metadata", None if metadata is None else json.dumps(dict(metadata)))):
-            if value is not None:
-                sets.append(f"{column}=?")
-                args.append(value)
-        if not sets:
+        if text is None and importance is None and message_ids is None and metadata is None:
             return
         with self._txn() as db:
-            row = db.execute(f"UPDATE records SET {', '.join(sets)} WHERE id=? RETURNING ns",
-                             (*args, record_id)).fetchone()
-            if row is not None:
-                _queue(db, [record_id], "upsert", int(row[0]))
-                _bump(db, [int(row[0])])
+            row = db.execute("SELECT ns FROM records WHERE id=?", (record_id,)).fetchone()
+            if row is None:
+                return
+            ns_id = int(row[0])
+            sets: list[str] = []
+            args: list[Any] = []
+            for column, value in (
+                    ("text", None if text is None else self._codec.sealed_column(ns_id, RECORD_TEXT, text)),
+                    ("terms", None if text is None else self._codec.index_terms(ns_id, text)),
+                    ("importance", importance),
+                    ("message_ids", None if message_ids is None else json.dumps(list(message_ids))),
+                    ("metadata", None if metadata is None else
+                     self._codec.sealed_column(ns_id, RECORD_METADATA, json.dumps(dict(metadata))))):
+                if value is not None:
+                    sets.append(f"{column}=?")
+                    args.append(value)
+            db.execute(f"UPDATE records SET {', '.join(sets)} WHERE id=?", (*args, record_id))
+            _queue(db, [record_id], "upsert", ns_id)
+            _bump(db, [ns_id])
 
     def outbox(self, limit: int, due_only: bool = True) -> list[OutboxItem]:
         """Pending items, unclaimed (the single-process path; many indexers use :meth:`claim_outbox`)."""
@@ -786,7 +926,7 @@ class SqliteJournal:
                 f"WHERE o.op = 'upsert' AND r.ns IN ({marks}) ORDER BY r.id DESC LIMIT ?",
                 (*ns_ids, limit),
             ).fetchall()
-        return [_row_record(r) for r in reversed(rows)]
+        return [_row_record(r, self._codec) for r in reversed(rows)]
 
     def requeue_all(self) -> int:
         with self._txn() as db:
@@ -860,7 +1000,7 @@ class SqliteJournal:
 
 
 _NAMES_KEPT = 4096
-_MSG_COLS = "id, role, content, name, tool_calls, tool_call_id, metadata, created_at, tokens, tokens_key, key"
+_MSG_COLS = "id, role, content, name, tool_calls, tool_call_id, metadata, created_at, tokens, tokens_key, key, ns"
 _RECORD_SELECT = (
     "SELECT r.id, n.session_id, n.user_id, n.agent_id, r.kind, r.text, r.message_ids, r.importance, "
     "r.pinned, r.tags, r.metadata, r.created_at, r.key, r.valid_to FROM records r JOIN namespaces n ON n.ns = r.ns"
@@ -868,28 +1008,29 @@ _RECORD_SELECT = (
 
 
 class _SqliteWrite:
-    def __init__(self, db: sqlite3.Connection, ns_id: int) -> None:
+    def __init__(self, db: sqlite3.Connection, ns_id: int, codec: RowCodec) -> None:
         self._db = db
         self.ns_id = ns_id
+        self._codec = codec
         self.touched = False  # a change to this session: its version grows at commit
 
     def state(self) -> SessionState:
-        return _state(self._db, self.ns_id)
+        return _state(self._db, self.ns_id, self._codec)
 
     def insert_messages(self, messages: Sequence[Message], tokens: Sequence[int], tokens_key: str) -> list[Message]:
         stored = []
         for message, count in zip(messages, tokens):
             created = message.created_at if message.created_at is not None else time.time()
+            content, name, calls, metadata = self._codec.message_columns(
+                self.ns_id, json.dumps(message.to_dict()["content"], ensure_ascii=False), message.name,
+                [c.to_dict() for c in message.tool_calls] if message.tool_calls else None,
+                json.dumps(dict(message.metadata), ensure_ascii=False) if message.metadata else None)
             try:
                 cur = self._db.execute(
                     "INSERT INTO messages (ns, role, content, name, tool_calls, tool_call_id, metadata, created_at, "
                     "tokens, tokens_key, key) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                    (self.ns_id, message.role, json.dumps(message.to_dict()["content"], ensure_ascii=False),
-                     message.name,
-                     json.dumps([c.to_dict() for c in message.tool_calls]) if message.tool_calls else None,
-                     message.tool_call_id,
-                     json.dumps(dict(message.metadata), ensure_ascii=False) if message.metadata else None,
-                     created, count, tokens_key, message.key),
+                    (self.ns_id, message.role, content, name, json.dumps(calls) if calls else None,
+                     message.tool_call_id, metadata, created, count, tokens_key, message.key),
                 )
             except sqlite3.IntegrityError as e:
                 if message.key is not None and "key" in str(e):
@@ -912,7 +1053,7 @@ class _SqliteWrite:
                 (self.ns_id, *chunk),
             ).fetchall()
             for row in rows:
-                found[str(row[10])] = _row_message(row)
+                found[str(row[10])] = _row_message(row, self._codec)
         return found
 
     def window_entries(self, start: int) -> list[WindowEntry]:
@@ -926,7 +1067,7 @@ class _SqliteWrite:
             f"SELECT {_MSG_COLS} FROM messages WHERE ns=? AND id>? AND id<? ORDER BY id",
             (self.ns_id, after, before),
         ).fetchall()
-        return [_row_message(r) for r in rows]
+        return [_row_message(r, self._codec) for r in rows]
 
     def open_tool_calls(self, since: int) -> set[str]:
         rows = self._db.execute(
@@ -944,7 +1085,7 @@ class _SqliteWrite:
         self._db.execute(
             "UPDATE state SET summary=?, summary_tokens=?, summary_cursor=?, summary_version=summary_version+1, "
             "failures=0, last_error=NULL, retry_at=0 WHERE ns=?",
-            (summary, tokens, cursor, self.ns_id),
+            (self._codec.seal_summary(self.ns_id, summary), tokens, cursor, self.ns_id),
         )
         self.touched = True
 
@@ -956,7 +1097,7 @@ class _SqliteWrite:
         self.touched = True
 
     def insert_records(self, records: Sequence[NewRecord]) -> list[int]:
-        ids = _insert_records(self._db, self.ns_id, records)
+        ids = _insert_records(self._db, self.ns_id, records, self._codec)
         self.touched = self.touched or bool(ids)
         return ids
 
@@ -972,7 +1113,7 @@ class _SqliteWrite:
             return []
         sql = (f"{_RECORD_SELECT} WHERE r.ns IN ({','.join('?' * len(ns_ids))}) AND r.kind != 'turn' "
                "AND r.valid_to IS NULL ORDER BY r.id")
-        return [_row_record(r) for r in self._db.execute(sql, list(ns_ids))]
+        return [_row_record(r, self._codec) for r in self._db.execute(sql, list(ns_ids))]
 
     def supersede(self, record_ids: Sequence[int], valid_to: float) -> None:
         if not record_ids:
@@ -990,17 +1131,18 @@ class _SqliteWrite:
 
 
 class _SqliteRead:
-    def __init__(self, db: sqlite3.Connection) -> None:
+    def __init__(self, db: sqlite3.Connection, codec: RowCodec) -> None:
         self._db = db
+        self._codec = codec
 
     def state(self, ns_id: int) -> SessionState:
-        return _state(self._db, ns_id)
+        return _state(self._db, ns_id, self._codec)
 
     def window_messages(self, ns_id: int, start: int) -> list[tuple[Message, int, str]]:
         rows = self._db.execute(
             f"SELECT {_MSG_COLS} FROM messages WHERE ns=? AND id>=? ORDER BY id", (ns_id, start)
         ).fetchall()
-        return [(_row_message(r), int(r[8]), str(r[9])) for r in rows]
+        return [(_row_message(r, self._codec), int(r[8]), str(r[9])) for r in rows]
 
     def count_between(self, ns_id: int, after: int, before: int) -> int:
         row = self._db.execute(
@@ -1013,7 +1155,8 @@ class _SqliteRead:
         return int(row[0] or 0)
 
 
-def _state(db: sqlite3.Connection, ns_id: int) -> SessionState:
+def _state(db: sqlite3.Connection, ns_id: int, codec: RowCodec | None) -> SessionState:
+    """The session's state; its summary opened by ``codec`` (left as stored when ``None``: cursors only)."""
     row = db.execute(
         "SELECT window_start, summary, summary_tokens, summary_cursor, summary_version, failures, last_error, "
         "retry_at, version FROM state WHERE ns=?",
@@ -1021,7 +1164,8 @@ def _state(db: sqlite3.Connection, ns_id: int) -> SessionState:
     ).fetchone()
     if row is None:
         return SessionState()
-    return SessionState(int(row[0]), str(row[1]), int(row[2]), int(row[3]), int(row[4]), int(row[5]),
+    summary = str(row[1]) if codec is None else codec.summary(ns_id, str(row[1]))
+    return SessionState(int(row[0]), summary, int(row[2]), int(row[3]), int(row[4]), int(row[5]),
                         row[6], float(row[7]), int(row[8]))
 
 
@@ -1042,15 +1186,17 @@ def _bump(db: sqlite3.Connection, ns_ids: Sequence[int]) -> None:
         db.execute(f"UPDATE state SET version=version+1 WHERE ns IN ({','.join('?' * len(chunk))})", chunk)
 
 
-def _row_message(row: Sequence[Any]) -> Message:
-    content = json.loads(row[2])
+def _row_message(row: Sequence[Any], codec: RowCodec) -> Message:
+    raw, name, calls, metadata = codec.message_fields(
+        int(row[11]), row[2], row[3], json.loads(row[4]) if row[4] else None, row[6])
+    content = json.loads(raw)
     return Message(
         role=row[1],
         content=content if isinstance(content, str) else tuple(content),
-        name=row[3],
-        tool_calls=tuple(ToolCall(**c) for c in json.loads(row[4])) if row[4] else (),
+        name=name,
+        tool_calls=tuple(ToolCall(**c) for c in calls) if calls else (),
         tool_call_id=row[5],
-        metadata=json.loads(row[6]) if row[6] else {},
+        metadata=json.loads(metadata) if metadata else {},
         created_at=float(row[7]),
         id=int(row[0]),
         key=row[10],
@@ -1063,32 +1209,36 @@ def _with_id(message: Message, message_id: int, created_at: float) -> Message:
     return replace(message, id=message_id, created_at=created_at)
 
 
-def _row_record(row: Sequence[Any]) -> Record:
+def _row_record(row: Sequence[Any], codec: RowCodec) -> Record:
+    ns = Namespace(row[1], row[2], row[3])
+    text, tags, metadata, key = codec.record_fields(ns, str(row[5]), str(row[9]), str(row[10]), row[12])
     return Record(
         id=int(row[0]),
-        namespace=Namespace(row[1], row[2], row[3]),
+        namespace=ns,
         kind=str(row[4]),
-        text=str(row[5]),
+        text=text,
         message_ids=tuple(json.loads(row[6])),
         importance=float(row[7]),
         pinned=bool(row[8]),
-        tags=tuple(json.loads(row[9])),
-        metadata=json.loads(row[10]),
+        tags=tuple(json.loads(tags)),
+        metadata=json.loads(metadata),
         created_at=float(row[11]),
-        key=row[12],
+        key=key,
         valid_to=None if row[13] is None else float(row[13]),
     )
 
 
-def _insert_records(db: sqlite3.Connection, ns_id: int, records: Sequence[NewRecord]) -> list[int]:
+def _insert_records(db: sqlite3.Connection, ns_id: int, records: Sequence[NewRecord], codec: RowCodec) -> list[int]:
     ids = []
     for r in records:
+        text, tags, metadata, key, terms = codec.record_columns(
+            ns_id, r.text, json.dumps(list(r.tags), ensure_ascii=False),
+            json.dumps(dict(r.metadata), ensure_ascii=False), r.key)
         cur = db.execute(
             "INSERT INTO records (ns, kind, text, message_ids, importance, pinned, tags, metadata, created_at, "
-            "scope_terms, key) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-            (ns_id, r.kind, r.text, json.dumps(list(r.message_ids)), r.importance, int(r.pinned),
-             json.dumps(list(r.tags), ensure_ascii=False), json.dumps(dict(r.metadata), ensure_ascii=False),
-             r.created_at or time.time(), f"s{ns_id}", r.key),
+            "scope_terms, key, terms) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            (ns_id, r.kind, text, json.dumps(list(r.message_ids)), r.importance, int(r.pinned),
+             tags, metadata, r.created_at or time.time(), f"s{ns_id}", key, terms),
         )
         ids.append(int(cur.lastrowid or 0))
     _queue(db, ids, "upsert", ns_id)

@@ -286,10 +286,14 @@ def test_runner_locomo_json_shape(locomo_file: Path, tmp_path: Path) -> None:
     result = main_eval("locomo", locomo_file, [1, 5], "bm25", None, out, None)
     assert json.loads(out.read_text()) == result
     assert set(result["overall"]) == {"recall@1", "recall@5", "context_recall", "context_recall_by_id",
-                                      "context_tokens"}
+                                      "context_tokens", "answer_recall"}
     assert set(result["by_category"]) == {"1", "2", "3", "4"}
     assert all(set(v) == set(result["overall"]) for v in result["by_category"].values())
     assert result["by_category"]["4"]["recall@5"] == 1.0  # "name of Ann's dog" -> D1:1
+    # The gold answer in the delivered text: "violin; Lisbon" is not one run of words in any message.
+    assert {c: v["answer_recall"] for c, v in result["by_category"].items()} == {"1": 0.0, "2": 1.0, "3": 1.0,
+                                                                                  "4": 1.0}
+    assert result["counts"]["answer_recall"]["scored"] == 4
     assert result["counts"]["questions_scored"] == 4
     assert result["counts"]["excluded"] == {
         "category 5 (adversarial)": 1,
@@ -326,6 +330,7 @@ def test_runner_longmemeval_json_shape(lme_file: Path) -> None:
         "context_message_recall_any_by_id",
         "context_message_recall_all_by_id",
         "context_tokens",
+        "answer_recall",
     }
     assert set(result["overall"]) == ranked | delivered
     assert set(result["by_type"]) == {"knowledge-update", "single-session-user"}

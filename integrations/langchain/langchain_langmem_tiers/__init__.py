@@ -7,6 +7,8 @@
   (needs the ``agents`` extra; imported on first use).
 * :func:`create_memory_tools`: ``remember`` / ``recall`` / ``forget`` tools acting on the run's user
   (``agents`` extra; lazy).
+* :class:`TieredStore`: a LangGraph ``BaseStore`` (``create_agent(store=...)``, LangMem's memory tools)
+  on the journal and hybrid recall (``langgraph`` extra; lazy).
 * :class:`TieredMemoryRetriever`: recall as ``Document``s.
 * :class:`ChatModelSummarizer`, :class:`LangChainEmbedder`, :func:`chroma_store_from_langchain`.
 * :class:`TieredConversationMemory`: langchain-classic ``BaseMemory`` (``classic`` extra; lazy).
@@ -30,17 +32,19 @@ from langchain_langmem_tiers.sessions import DEFAULT_MAX_SESSIONS
 if TYPE_CHECKING:
     from langchain_langmem_tiers.classic import TieredConversationMemory
     from langchain_langmem_tiers.middleware import TieredMemoryMiddleware
+    from langchain_langmem_tiers.store import TieredStore
     from langchain_langmem_tiers.tools import create_memory_tools
 
 _LAZY = {
     "TieredMemoryMiddleware": "langchain_langmem_tiers.middleware",
     "TieredConversationMemory": "langchain_langmem_tiers.classic",
     "create_memory_tools": "langchain_langmem_tiers.tools",
+    "TieredStore": "langchain_langmem_tiers.store",
 }
 
 
 def __getattr__(name: str) -> Any:
-    # langchain (agents) and langchain-classic are optional extras: import them on first use.
+    # langchain (agents), langgraph and langchain-classic are optional extras: import them on first use.
     if name in _LAZY:
         import importlib
 
@@ -60,6 +64,7 @@ __all__ = [
     "TieredMemoryMiddleware",
     "TieredMemoryRetriever",
     "TieredRunnableWithMessageHistory",
+    "TieredStore",
     "chroma_store_from_langchain",
     "create_memory_tools",
     "from_langchain",

@@ -61,6 +61,15 @@ class MemoryConfig:
         extract_memories: fold extraction into the summary call: the summarizer returns the
             user's facts and preferences with the summary (no extra call; offline, the
             extractive summarizer's detector does it), stored as keyed, superseding memories.
+        working_tokens: share of the budget for the session's working state (``memory.working``
+            entries, newest first); ``0`` leaves it out of ``context()``. When the budget is short it
+            goes after the summary and before pinned memories.
+        skills_k: how many of the user's skills that apply to the query open the recalled
+            section of ``context()`` (ranked as :mod:`langmem_tiers.memory_types.skills` says);
+            ``0`` leaves skills to ordinary recall.
+        expiry_sweep_s: the periodic sweep erases a user's expired memories at the first write
+            after this many seconds since the last sweep (``0``: only ``cleanup()`` erases them;
+            they are filtered out either way). See :mod:`langmem_tiers.memory_types.expiry`.
     """
 
     model: str | None = None
@@ -86,12 +95,15 @@ class MemoryConfig:
     recall_scope: RecallScope = "user"
     profile_tokens: int = 300
     extract_memories: bool = True
+    working_tokens: int = 200
+    skills_k: int = 2
+    expiry_sweep_s: float = 300.0
 
     def __post_init__(self) -> None:
         for name in ("context_tokens", "window_tokens", "summary_tokens", "summary_input_tokens",
                      "max_message_chars", "index_batch_size"):
             _positive(name, getattr(self, name))
-        for name in ("recall_tokens", "recall_k", "profile_tokens"):
+        for name in ("recall_tokens", "recall_k", "profile_tokens", "working_tokens", "skills_k"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ConfigError(f"{name} ({value!r}) must be an integer >= 0")
@@ -129,6 +141,15 @@ class MemoryConfig:
                 f"profile_tokens ({self.profile_tokens}) must be smaller than context_tokens "
                 f"({self.context_tokens}): lower profile_tokens (0 turns the profile off)"
             )
+        if self.working_tokens >= self.context_tokens:
+            raise ConfigError(
+                f"working_tokens ({self.working_tokens}) must be smaller than context_tokens "
+                f"({self.context_tokens}): lower working_tokens (0 leaves the working state out of context())"
+            )
+        if isinstance(self.expiry_sweep_s, bool) or not isinstance(self.expiry_sweep_s, (int, float)) \
+                or not math.isfinite(self.expiry_sweep_s) or self.expiry_sweep_s < 0:
+            raise ConfigError(f"expiry_sweep_s ({self.expiry_sweep_s!r}) must be a number of seconds >= 0 "
+                              "(0 turns the periodic sweep off)")
         if not isinstance(self.extract_memories, bool):
             raise ConfigError(f"extract_memories ({self.extract_memories!r}) must be True or False")
         if self.recall_unit not in ("turn", "message"):

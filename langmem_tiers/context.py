@@ -1,11 +1,11 @@
 """Context assembly: one token budget shared by every tier. Pure, no I/O.
 
 Priorities, highest first: the current user turn (always kept), pinned
-memories, the rolling summary, the profile (the user's current facts and
-preferences, best first, within ``profile_tokens``), older window turns (newest
-first), recalled records (best first, within ``recall_tokens``). When the budget
-is short the lowest priority goes first, and every omission is reported with its
-reason.
+memories, the session's working state (within ``working_tokens``), the rolling
+summary, the profile (the user's current facts and preferences, best first,
+within ``profile_tokens``), older window turns (newest first), recalled records
+(best first, within ``recall_tokens``). When the budget is short the lowest
+priority goes first, and every omission is reported with its reason.
 """
 
 from __future__ import annotations
@@ -13,11 +13,13 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from langmem_tiers.config import MemoryConfig
 from langmem_tiers.errors import ConfigError
 from langmem_tiers.journal.base import Namespace
+from langmem_tiers.memory_types.skills import track_record
+from langmem_tiers.memory_types.working import WORKING_HEADER, WorkingLine
 from langmem_tiers.messages import Message
 from langmem_tiers.recall.hits import RecallHit
 from langmem_tiers.semantic.profile import ProfileLine
@@ -42,6 +44,7 @@ class TierTokens:
     total: int
     budget: int
     profile: int = 0
+    working: int = 0
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,7 @@ class Context:
     truncated: tuple[int, ...] = ()
     pinned: tuple[str, ...] = ()
     profile: tuple[ProfileLine, ...] = ()
+    working: tuple[WorkingLine, ...] = ()
 
     def to_openai(self) -> list[dict[str, Any]]:
         """The messages in the OpenAI chat-completions format."""
@@ -93,9 +97,11 @@ class Context:
         """A short human-readable account: tokens per tier and what was left out."""
         t = self.tokens
         lines = [
-            f"{t.total}/{t.budget} tokens: pinned {t.pinned}, profile {t.profile} ({len(self.profile)} facts), "
+            f"{t.total}/{t.budget} tokens: pinned {t.pinned}, working {t.working} ({len(self.working)} keys), "
+            f"profile {t.profile} ({len(self.profile)} facts), "
             f"summary {t.summary}, recall {t.recall} ({len(self.recalled)} hits), window {t.window}"
         ]
+        lines += [f"working: {w.text}" for w in self.working]
         lines += [f"profile: {line}" for p in self.profile for line in p.text.splitlines()]
         lines += [f"left out {o.tier} ({o.tokens} tokens): {o.reason}" for o in self.left_out]
         if self.truncated:
@@ -121,12 +127,14 @@ def assemble(
     omitted: Sequence[Omission] = (),
     session: Namespace | None = None,
     profile: Sequence[ProfileLine] = (),
+    working: Sequence[WorkingLine] = (),
 ) -> Context:
     """Fit the tiers into ``budget`` (default ``config.context_tokens``).
 
     ``session`` is the namespace asking: hits from its other sessions are labelled as such.
     ``profile`` is the user's facts, best first (:func:`langmem_tiers.semantic.profile.profile_lines`);
-    they are kept in that order within ``config.profile_tokens``.
+    they are kept in that order within ``config.profile_tokens``. ``working`` is the session's
+    working state, newest first, kept in that order within ``config.working_tokens``.
     """
     budget = config.context_tokens if budget is None else budget
     if budget <= REPLY_PRIMING:
@@ -139,16 +147,19 @@ def assemble(
 
     lines = {h.record_id: _hit_line(h, session) for h in hits}
     window_tokens = sum(w.tokens for t in older for w in t) + sum(w.tokens for w in current)
+    state, dropped_state = _within_share(working, config.working_tokens, counter, "working")
+    left_out += dropped_state
     share = recall_share(config, budget, window_tokens, counter.count_text(summary) if summary else 0,
-                         counter.count_text("\n".join(pinned)) if pinned else 0, bool(profile))
-    hits, dropped = _within_share(hits, lines, share, counter)
+                         counter.count_text("\n".join(pinned)) if pinned else 0, bool(profile),
+                         _lines_tokens(state, counter))
+    hits, dropped = _hits_within_share(hits, lines, share, counter)
     left_out += dropped
-    facts, dropped_facts = _profile_within_share(profile, config.profile_tokens, counter)
+    facts, dropped_facts = _within_share(profile, config.profile_tokens, counter, "profile")
     left_out += dropped_facts
     pinned_lines, summary_text = list(pinned), summary
     while True:
         memory = _memory_message(pinned_lines, summary_text, [lines[h.record_id] for h in hits], config,
-                                 [p.text for p in facts])
+                                 [p.text for p in facts], [w.text for w in state])
         messages = ([memory] if memory else []) + [w.message for t in older for w in t] + [w.message for w in current]
         total = sum(counter.count_message(m) for m in messages) + REPLY_PRIMING
         if total <= budget:
@@ -168,6 +179,9 @@ def assemble(
         elif summary_text:
             left_out.append(Omission("summary", "over budget", counter.count_text(summary_text)))
             summary_text = ""
+        elif state:
+            entry = state.pop()
+            left_out.append(Omission("working", "over budget", counter.count_text(entry.text), (entry.record_id,)))
         elif pinned_lines:
             line = pinned_lines.pop()
             left_out.append(Omission("pinned", "over budget", counter.count_text(line)))
@@ -182,9 +196,10 @@ def assemble(
         total=total,
         budget=budget,
         profile=counter.count_text("\n".join(p.text for p in facts)) if facts else 0,
+        working=_lines_tokens(state, counter),
     )
     return Context(tuple(messages), tokens, tuple(left_out), tuple(hits), summary_text, truncated,
-                   tuple(pinned_lines), tuple(facts))
+                   tuple(pinned_lines), tuple(facts), tuple(state))
 
 
 def _turns(window: Sequence[WindowMessage]) -> list[list[WindowMessage]]:
@@ -248,22 +263,23 @@ MEMORY_FRAMING_TOKENS = 40  # headers and framing of the memory message, reserve
 
 
 def recall_share(config: MemoryConfig, budget: int, window_tokens: int, summary_tokens: int,
-                 pinned_tokens: int, has_profile: bool) -> int:
+                 pinned_tokens: int, has_profile: bool, working_tokens: int = 0) -> int:
     """Recall's share of the budget: ``recall_tokens``, or more when the other tiers leave budget unused.
 
-    With ``config.recall_uses_spare`` (default), what the window, summary, pinned facts and profile
-    leave of the one budget goes to recall too: a fresh session (empty window and summary) asking
-    about last week gets the whole budget for what it recalls, not just ``recall_tokens``.
+    With ``config.recall_uses_spare`` (default), what the window, summary, pinned facts, working
+    state (``working_tokens``: what it takes) and profile leave of the one budget goes to recall
+    too: a fresh session (empty window and summary) asking about last week gets the whole budget
+    for what it recalls, not just ``recall_tokens``.
     """
     if not config.recall_uses_spare:
         return config.recall_tokens
     spare = (budget - REPLY_PRIMING - MEMORY_FRAMING_TOKENS - window_tokens - summary_tokens - pinned_tokens
-             - (config.profile_tokens if has_profile else 0))
+             - working_tokens - (config.profile_tokens if has_profile else 0))
     return max(config.recall_tokens, spare)
 
 
-def _within_share(hits: Sequence[RecallHit], lines: dict[int, str], share: int,
-                  counter: TokenCounter) -> tuple[list[RecallHit], list[Omission]]:
+def _hits_within_share(hits: Sequence[RecallHit], lines: dict[int, str], share: int,
+                       counter: TokenCounter) -> tuple[list[RecallHit], list[Omission]]:
     kept, dropped, used = [], [], 0
     for h in hits:
         cost = counter.count_text(lines[h.record_id])
@@ -275,19 +291,28 @@ def _within_share(hits: Sequence[RecallHit], lines: dict[int, str], share: int,
     return kept, dropped
 
 
-def _profile_within_share(profile: Sequence[ProfileLine], share: int,
-                          counter: TokenCounter) -> tuple[list[ProfileLine], list[Omission]]:
-    kept: list[ProfileLine] = []
+_Line = TypeVar("_Line", ProfileLine, WorkingLine)
+
+
+def _within_share(lines: Sequence[_Line], share: int, counter: TokenCounter,
+                  tier: str) -> tuple[list[_Line], list[Omission]]:
+    """The lines that fit ``share`` in their order (a line that does not fit is left out, later
+    shorter ones may still fit), and an omission per line left out."""
+    kept: list[_Line] = []
     dropped: list[Omission] = []
     used = 0
-    for line in profile:
+    for line in lines:
         cost = counter.count_text(line.text)
         if used + cost <= share:
             kept.append(line)
             used += cost
         else:
-            dropped.append(Omission("profile", f"over the profile share ({share} tokens)", cost, (line.record_id,)))
+            dropped.append(Omission(tier, f"over the {tier} share ({share} tokens)", cost, (line.record_id,)))
     return kept, dropped
+
+
+def _lines_tokens(lines: Sequence[WorkingLine], counter: TokenCounter) -> int:
+    return counter.count_text("\n".join(w.text for w in lines)) if lines else 0
 
 
 def _hit_line(hit: RecallHit, session: Namespace | None = None) -> str:
@@ -306,14 +331,17 @@ def _hit_line(hit: RecallHit, session: Namespace | None = None) -> str:
     label = f"[{when}] " if when else ""
     if hit.kind != "turn":
         label += f"({hit.kind}) "
-    return f"- {label}{hit.text}"
+    record = track_record(hit.metadata) if hit.kind == "skill" and hit.metadata else ""
+    return f"- {label}{hit.text}" + (f" [{record}]" if record else "")
 
 
 def _memory_message(pinned: Sequence[str], summary: str, hit_lines: Sequence[str],
-                    config: MemoryConfig, profile: Sequence[str] = ()) -> Message | None:
+                    config: MemoryConfig, profile: Sequence[str] = (), working: Sequence[str] = ()) -> Message | None:
     sections = []
     if pinned:
         sections.append(PINNED_HEADER + "\n" + "\n".join(f"- {p}" for p in pinned))
+    if working:
+        sections.append(WORKING_HEADER + "\n" + "\n".join(working))
     if profile:
         sections.append(PROFILE_HEADER + "\n" + "\n".join(profile))
     if summary:

@@ -13,9 +13,9 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -43,8 +43,11 @@ from langmem_tiers.journal.base import (
     WriteTxn,
 )
 from langmem_tiers.keyring import KeyRing
+from langmem_tiers.memory_types import events, expiry, fields, skills
+from langmem_tiers.memory_types.working import WorkingMemory, current_items, stale_records, working_lines
 from langmem_tiers.messages import Message, make_message
-from langmem_tiers.recall.engine import RecallIndex, SearchFilters
+from langmem_tiers.metrics import MemoryMetrics, MetricsSnapshot
+from langmem_tiers.recall.engine import RecallIndex, SearchFilters, passes
 from langmem_tiers.recall.hits import RecallHit
 from langmem_tiers.recall.units import completed_turn_records
 from langmem_tiers.redact import Redactor, redact_message
@@ -87,6 +90,11 @@ class Stats:
     records: int
     index_pending: int
     last_index_error: str | None
+    # Measurements, not the session's state (left out of ==): seconds the oldest record still waiting
+    # for the vector index has waited (a lower bound past 1,000 pending; None when none waits), and the
+    # counters of this process (langmem_tiers.metrics).
+    index_lag_s: float | None = field(default=None, compare=False)
+    metrics: MetricsSnapshot = field(default_factory=MetricsSnapshot, compare=False)
 
 
 class TieredMemory:
@@ -104,8 +112,15 @@ class TieredMemory:
     def __init__(self, journal: Journal, namespace: Namespace, *, config: MemoryConfig | None = None,
                  counter: TokenCounter | None = None, summarizer: Summarizer | None = None,
                  recall: RecallIndex | None = None, redactor: Redactor | None = None,
-                 owns_journal: bool = True) -> None:
+                 owns_journal: bool = True, clock: Callable[[], float] | None = None,
+                 metrics: MemoryMetrics | None = None, sweep: expiry.ExpirySweep | None = None) -> None:
         self.config = config or MemoryConfig()
+        # When memories expire (unix seconds; tests inject a fake one): langmem_tiers.memory_types.expiry.
+        self.clock: Callable[[], float] = clock or time.time
+        self.metrics = metrics or MemoryMetrics(self.clock)
+        self.working = WorkingMemory(self)
+        self._sweep = sweep or expiry.ExpirySweep()
+        self._outcome_lock = threading.Lock()
         self.journal = journal
         self.namespace = namespace
         self.counter = counter or TiktokenCounter.for_model(self.config.model, encoding=self.config.encoding)
@@ -179,7 +194,7 @@ class TieredMemory:
                                  agent_id if agent_id is not None else self.namespace.agent_id or None)
         return TieredMemory(self.journal, namespace, config=self.config, counter=self.counter,
                             summarizer=self.summarizer, recall=self.recall, redactor=self.redactor,
-                            owns_journal=False)
+                            owns_journal=False, clock=self.clock, metrics=self.metrics, sweep=self._sweep)
 
     # --- writing --------------------------------------------------------------
 
@@ -199,6 +214,7 @@ class TieredMemory:
         """Append messages atomically: all are stored, or none."""
         stored, evicted = self._drivers.run_sync(self._append_flow(self._validate(messages)))
         self._index_after_write(sync=True)
+        self._drivers.run_sync(self._sweep_flow())
         if evicted:
             try:
                 self._after_eviction(sync=True)
@@ -211,6 +227,7 @@ class TieredMemory:
         if self.recall is not None and not (self.config.background_index and self.recall.vectors):
             await self._drivers.run_async(self.recall.index_flow())
         self._index_after_write(sync=False)
+        await self._drivers.run_async(self._sweep_flow())
         if evicted:
             try:
                 if self.config.background_summary:
@@ -357,6 +374,7 @@ class TieredMemory:
                     error = f"{type(e).__name__}: {e}"
                     log.warning("summarizer failed (%d in a row), %d messages stay pending, retry in %.0fs: %s",
                                 failures, len(pending), delay, error)
+                    self.metrics.observe_summary(ok=False)
                     yield Blocking(lambda: self._save_failure(error, failures, time.time() + delay))
                     if force:
                         raise SummarizerError(f"summary failed; the evicted turns stay pending: {error}") from e
@@ -371,6 +389,8 @@ class TieredMemory:
                         raise
                     log.warning("could not save the summary; the turns stay pending: %s", e)
                     return
+                if saved is not None:
+                    self.metrics.observe_summary(ok=True)
                 if saved is None:
                     # The summary changed under us (another process summarized, or the session was
                     # cleared, erased or had turns forgotten): what we computed is stale, drop it.
@@ -500,38 +520,66 @@ class TieredMemory:
             omitted.append(Omission("pending", reason, 0, ()))
         hits: list[RecallHit] = []
         pinned: list[str] = []
+        now = self.clock()  # expiry is judged once per call (langmem_tiers.memory_types.expiry)
+        # The profile, skills and working state in one read of the user's memories of those kinds.
+        typed = (yield Blocking(self._typed_records)) if self._typed_kinds() else []
+        working = working_lines(current_items(typed, self.namespace, now)) if self.config.working_tokens else []
         if self.recall is not None:
             recall = self.recall
             # Pinned memories belong to the user: they appear in every one of the user's sessions.
             # Without a user id, every scope narrows to this session (Scope.matches).
             pinned_scope = Scope("user", self.namespace)
-            pinned = [r.text for r in (yield Blocking(lambda: recall.pinned(pinned_scope)))]
+            pinned = [r.text for r in expiry.live((yield Blocking(lambda: recall.pinned(pinned_scope))), now)]
             if query is None:
                 query = next((w.message.text for w in reversed(window) if w.message.role == "user"), None)
             if query and self.config.recall_k and self.config.recall_tokens:
                 exclude = frozenset(w.message.id for w in window if w.message.id is not None)
-                found = yield from recall.search_flow(query, self._recall_k(budget, state, window, pinned),
+                found = yield from recall.search_flow(query, self._recall_k(budget, state, window, pinned, working),
                                                       Scope(self.config.recall_scope, self.namespace),
-                                                      SearchFilters(exclude_message_ids=exclude))
+                                                      SearchFilters(exclude_message_ids=exclude, now=now))
                 hits = [h for h in found if not h.pinned]
         profile = []
         if self.config.profile_tokens:
-            records = yield Blocking(self._profile_records)
-            profile = profile_lines(records, query)
+            profile = profile_lines(expiry.live([r for r in typed if r.kind in PROFILE_KINDS], now), query)
         if hits:
             hits = yield Blocking(lambda: self._label_past(hits))
             hits = yield from self._recall_beside_profile(hits, profile, query, window)
-        return assemble(window=window, summary=state.summary, pinned=pinned, hits=hits, config=self.config,
-                        counter=self.counter, budget=budget, omitted=omitted, session=self.namespace,
-                        profile=profile)
+        if self.config.skills_k and query:
+            hits = self._with_skills(hits, typed, query, now)
+        context = assemble(window=window, summary=state.summary, pinned=pinned, hits=hits, config=self.config,
+                           counter=self.counter, budget=budget, omitted=omitted, session=self.namespace,
+                           profile=profile, working=working)
+        self.metrics.observe_context(context)
+        return context
+
+    def _typed_kinds(self) -> list[str]:
+        cfg = self.config
+        return [*(PROFILE_KINDS if cfg.profile_tokens else ()), *((fields.SKILL_KIND,) if cfg.skills_k else ()),
+                *((fields.WORKING_KIND,) if cfg.working_tokens else ())]
+
+    def _typed_records(self) -> list[Record]:
+        return self.journal.scoped_records(self._user_ns_ids(), self._typed_kinds())
+
+    def _with_skills(self, hits: list[RecallHit], typed: Sequence[Record], query: str, now: float) -> list[RecallHit]:
+        """The ``skills_k`` best skills for the query open the recalled section (no extra query: see
+        :mod:`langmem_tiers.memory_types.skills`); the other hits keep their order after them."""
+        mine = [r for r in expiry.live(typed, now) if r.kind == fields.SKILL_KIND and r.valid_to is None
+                and not r.pinned]
+        best = skills.rank_skills(mine, hits, query)[:self.config.skills_k] if mine else []
+        if not best:
+            return hits
+        chosen = {h.record_id for h in best}
+        return [*best, *(h for h in hits if h.record_id not in chosen)]
 
     def _recall_k(self, budget: int | None, state: SessionState, window: Sequence[WindowMessage],
-                  pinned: Sequence[str]) -> int:
+                  pinned: Sequence[str], working: Sequence[Any] = ()) -> int:
         """Hits to ask for: ``recall_k``, scaled up when recall may use budget the other tiers leave."""
         cfg = self.config
         share = recall_share(cfg, cfg.context_tokens if budget is None else budget, sum(w.tokens for w in window),
                              state.summary_tokens, self.counter.count_text("\n".join(pinned)) if pinned else 0,
-                             bool(cfg.profile_tokens))
+                             bool(cfg.profile_tokens),
+                             min(self.counter.count_text("\n".join(w.text for w in working)), cfg.working_tokens)
+                             if working else 0)
         if share <= cfg.recall_tokens:
             return cfg.recall_k
         # Enough hits that even short turns fill the larger share; the assembly cuts by tokens.
@@ -569,9 +617,6 @@ class TieredMemory:
                 taken = {o.record_id for o in out}
                 out += [t for t in back if set(t.message_ids) & set(h.message_ids) and t.record_id not in taken]
         return out[:len(hits)]  # never more hits than the engine gave
-
-    def _profile_records(self) -> list[Record]:
-        return self.journal.scoped_records(self._user_ns_ids(), list(PROFILE_KINDS))
 
     def _label_past(self, hits: Sequence[RecallHit]) -> list[RecallHit]:
         """Superseded memories ranked below the current ones (order otherwise kept), their
@@ -646,9 +691,19 @@ class TieredMemory:
             summary_tokens=state.summary_tokens, summary_cursor=state.summary_cursor,
             pending_summary_messages=pending, summary_failures=state.failures,
             last_summary_error=state.last_error, records=records,
-            index_pending=self.journal.outbox_count([self._ns_id]),
+            index_pending=(index_pending := self.journal.outbox_count([self._ns_id])),
             last_index_error=self.journal.outbox_error([self._ns_id]),
+            index_lag_s=self._index_lag(index_pending), metrics=self.metrics.snapshot(),
         )
+
+    def _index_lag(self, pending: int, most: int = 1000) -> float | None:
+        """Age of the oldest record of this session waiting for the vector index, by its time (events,
+        whose time is when they happened, aside); a lower bound when more than ``most`` wait."""
+        if not pending:
+            return None
+        rows = [r for r in self.journal.pending_records([self._ns_id], min(pending, most))
+                if r.kind != fields.EVENT_KIND]
+        return round(max(time.time() - min(r.created_at for r in rows), 0.0), 3) if rows else None
 
     def messages_page(self, after: int = 0, limit: int = 100) -> list[Message]:
         """Up to ``limit`` messages of this session with ids greater than ``after``, oldest first.
@@ -702,7 +757,8 @@ class TieredMemory:
         if isinstance(k, bool) or not isinstance(k, int) or k < 0:
             raise ConfigError(f"k ({k!r}) must be an integer >= 0")
         recall = self._require_recall()
-        filters = SearchFilters(kinds=tuple(kinds) if kinds else None, where=where, since=since, until=until)
+        filters = SearchFilters(kinds=tuple(kinds) if kinds else None, where=where, since=since, until=until,
+                                now=self.clock())
         hits: list[RecallHit] = yield from recall.search_flow(query, k, Scope(scope, self.namespace), filters,
                                                                      expand=expand)
         if hits:
@@ -710,16 +766,29 @@ class TieredMemory:
         return hits
 
     def remember(self, text: str, kind: str = "fact", *, importance: float = 0.5, pinned: bool = False,
-                 tags: Sequence[str] = (), metadata: Mapping[str, Any] | None = None, key: str | None = None) -> int:
+                 tags: Sequence[str] = (), metadata: Mapping[str, Any] | None = None, key: str | None = None,
+                 ttl: float | None = None, triggers: Sequence[str] | None = None,
+                 category: str | None = None) -> int:
         """Store an explicit memory (fact, preference, event, skill, ...) and return its record id.
 
         With a ``key`` (lowercase snake_case, e.g. ``"home_city"``; scoped to the user, or to this
         session without a user id) the memory supersedes the user's current memory with that key,
         in the same transaction: the old one gets ``valid_to`` and stays in :meth:`facts` history.
+
+        Typed fields (:mod:`langmem_tiers.memory_types`): ``ttl`` seconds until the memory expires;
+        ``triggers`` (skills only) the phrases that say when it applies (:meth:`skills_for`);
+        ``category`` (e.g. of a preference: ``facts(kinds=["preference"], where={"category": "food"})``).
         """
         record = _memory_record(text, kind, importance, pinned, tags, metadata)
+        if ttl is not None or triggers is not None or category is not None or kind == fields.SKILL_KIND \
+                or fields.EXPIRES_AT in record.metadata:
+            record = replace(record, metadata=fields.typed_metadata(
+                record.kind, dict(record.metadata), now=self.clock(), ttl=ttl, triggers=triggers, category=category))
         if key is not None:
             record = replace(record, key=check_key(key))
+        return self._remember_record(record)
+
+    def _remember_record(self, record: NewRecord) -> int:
         if self.redactor is not None:
             record = replace(record, text=self.redactor(record.text))
         self._require_recall()
@@ -729,6 +798,7 @@ class TieredMemory:
             self._ns_id = self.journal.namespace_id(self.namespace) or 0
             record_id = self._store_memory(record)
         self._index_after_write(sync=True)
+        self._drivers.run_sync(self._sweep_flow())
         return record_id
 
     def _store_memory(self, record: NewRecord) -> int:
@@ -744,25 +814,189 @@ class TieredMemory:
 
         return await asyncio.to_thread(self.remember, text, kind, **options)
 
-    def facts(self, include_superseded: bool = False, kinds: Sequence[str] | None = None) -> list[Fact]:
+    def facts(self, include_superseded: bool = False, kinds: Sequence[str] | None = None, *,
+              where: Mapping[str, Any] | None = None, since: float | None = None,
+              until: float | None = None) -> list[Fact]:
         """The user's memories (every session of the user; this session alone without a user id),
-        oldest first: ``remember()``ed and extracted ones, not the conversation turns.
+        oldest first: ``remember()``ed and extracted ones, not the conversation turns, the working
+        state (:attr:`working`) or expired memories.
 
         Args:
             include_superseded: also the memories a newer one with the same key replaced
                 (``valid_to`` set): the history.
             kinds: only these kinds (``"fact"``, ``"preference"``, ...).
+            where: metadata equality filters, as in :meth:`search` (``{"category": "food"}``,
+                ``{"event_type": "deploy"}``).
+            since / until: unix-seconds bounds on the memory's time (an event's: when it happened).
         """
         self._check_open()
         if kinds is not None and (isinstance(kinds, str) or not all(isinstance(k, str) for k in kinds)):
             raise ConfigError(f"kinds must be a list of kind names, e.g. ['fact', 'preference']; got {kinds!r:.80}")
+        if where is not None and not isinstance(where, Mapping):
+            raise ConfigError(f"where must be a mapping of metadata field to value; got {where!r:.80}")
         records = self.journal.scoped_records(self._user_ns_ids(), list(kinds) if kinds else None)
-        return [_fact(r) for r in records if r.kind != "turn" and (include_superseded or r.valid_to is None)]
+        filters = SearchFilters(where=where, since=since, until=until, now=self.clock())
+        return [_fact(r) for r in records if r.kind != "turn" and (include_superseded or r.valid_to is None)
+                and passes(r, filters)]
 
-    async def afacts(self, include_superseded: bool = False, kinds: Sequence[str] | None = None) -> list[Fact]:
+    async def afacts(self, include_superseded: bool = False, kinds: Sequence[str] | None = None, *,
+                     where: Mapping[str, Any] | None = None, since: float | None = None,
+                     until: float | None = None) -> list[Fact]:
         import asyncio
 
-        return await asyncio.to_thread(self.facts, include_superseded, kinds)
+        return await asyncio.to_thread(self.facts, include_superseded, kinds, where=where, since=since, until=until)
+
+    # --- typed memories (langmem_tiers.memory_types) ----------------------------
+
+    def expire(self, record_id: int, ttl: float | None) -> bool:
+        """Give a memory of this user an expiry ``ttl`` seconds from now (by :attr:`clock`), or
+        none with ``ttl=None``; returns False when no such live memory exists. Turns do not expire:
+        erase one with :meth:`forget`."""
+        return self._drivers.run_sync(self._expire_flow(record_id, ttl))
+
+    async def aexpire(self, record_id: int, ttl: float | None) -> bool:
+        return await self._drivers.run_async(self._expire_flow(record_id, ttl))
+
+    def _expire_flow(self, record_id: int, ttl: float | None) -> Flow[bool]:
+        self._check_open()
+        until = None if ttl is None else self.clock() + fields.check_ttl(ttl)
+        record = yield from self._own_record_flow(record_id)
+        if record is None or record.kind == "turn":
+            return False
+        metadata = {k: v for k, v in record.metadata.items() if k != fields.EXPIRES_AT}
+        if until is not None:
+            metadata[fields.EXPIRES_AT] = until
+        yield Blocking(lambda: self.journal.update_record(record.id, metadata=metadata))
+        yield from self._indexed_flow()
+        return True
+
+    def skills_for(self, situation: str, k: int = 3) -> list[RecallHit]:
+        """The user's skills that apply to ``situation``, best first, as recall hits (``parts`` holds
+        ``trigger``, ``relevance``, ``success`` and ``total``: the formula is in
+        :mod:`langmem_tiers.memory_types.skills`)."""
+        return self._drivers.run_sync(self._skills_flow(situation, k))
+
+    async def askills_for(self, situation: str, k: int = 3) -> list[RecallHit]:
+        return await self._drivers.run_async(self._skills_flow(situation, k))
+
+    def _skills_flow(self, situation: str, k: int) -> Flow[list[RecallHit]]:
+        self._check_open()
+        if not isinstance(situation, str):
+            raise ConfigError(f"situation must be a string; got {type(situation).__name__}")
+        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+            raise ConfigError(f"k ({k!r}) must be an integer >= 0")
+        recall = self._require_recall()
+        if not k or not situation.strip():
+            return []
+        now = self.clock()
+        found = yield from recall.search_flow(situation, max(4 * k, 10), Scope("user", self.namespace),
+                                              SearchFilters(kinds=(fields.SKILL_KIND,), now=now))
+        records = yield Blocking(lambda: self.journal.scoped_records(self._user_ns_ids(), [fields.SKILL_KIND]))
+        mine = [r for r in expiry.live(records, now) if r.valid_to is None]
+        return skills.rank_skills(mine, found, situation)[:k]
+
+    def record_outcome(self, record_id: int, success: bool) -> None:
+        """Count one use of a skill of this user, and whether it worked (feeds :meth:`skills_for`).
+
+        Raises:
+            ConfigError: no such skill of this user, or ``success`` is not a bool.
+        """
+        self._drivers.run_sync(self._outcome_flow(record_id, success))
+
+    async def arecord_outcome(self, record_id: int, success: bool) -> None:
+        await self._drivers.run_async(self._outcome_flow(record_id, success))
+
+    def _outcome_flow(self, record_id: int, success: bool) -> Flow[None]:
+        self._check_open()
+        if not isinstance(success, bool):
+            raise ConfigError(f"success ({success!r}) must be True or False")
+        record = yield from self._own_record_flow(record_id)
+        if record is None or record.kind != fields.SKILL_KIND:
+            raise ConfigError(f"record {record_id!r} is not a live skill of this user: pass an id that "
+                              "remember(..., kind='skill') or skills_for() returned")
+
+        def count() -> None:
+            # Read-modify-write: concurrent outcomes of one skill from two handles may count once (the
+            # journal has no atomic increment); the lock keeps every count of this handle.
+            with self._outcome_lock:
+                fresh = self.journal.records([record.id])
+                if fresh:
+                    self.journal.update_record(record.id, metadata=skills.with_outcome(fresh[0].metadata, success))
+
+        yield Blocking(count)
+        yield from self._indexed_flow()
+
+    def record_event(self, event_type: str, description: str, outcome: str | None = None,
+                     at: float | None = None, *, importance: float = 0.5, ttl: float | None = None) -> int:
+        """Store an event (kind ``"event"``) that happened ``at`` (unix seconds, default now); returns its id.
+
+        Find events with ``search(q, kinds=["event"], where={"event_type": ...}, since=..., until=...)``
+        or list them with ``facts(kinds=["event"], since=...)`` (:mod:`langmem_tiers.memory_types.events`).
+        """
+        text, metadata, when = events.event_fields(event_type, description, outcome, at, time.time())
+        record = _memory_record(text, fields.EVENT_KIND, importance, False, (), metadata)
+        if ttl is not None:
+            record = replace(record, metadata=fields.typed_metadata(fields.EVENT_KIND, dict(record.metadata),
+                                                                     now=self.clock(), ttl=ttl))
+        return self._remember_record(replace(record, created_at=when))
+
+    async def arecord_event(self, event_type: str, description: str, outcome: str | None = None,
+                            at: float | None = None, *, importance: float = 0.5, ttl: float | None = None) -> int:
+        import asyncio
+
+        return await asyncio.to_thread(self.record_event, event_type, description, outcome, at,
+                                       importance=importance, ttl=ttl)
+
+    def _own_record_flow(self, record_id: int) -> Flow[Record | None]:
+        """A live record of this user by id, or None."""
+        if isinstance(record_id, bool) or not isinstance(record_id, int):
+            raise ConfigError(f"record_id ({record_id!r}) must be an integer record id")
+        mine = Scope("user", self.namespace)
+        found = yield Blocking(lambda: self.journal.records([record_id]))
+        now = self.clock()
+        return next((r for r in found if mine.matches(r.namespace) and not expiry.is_expired(r.metadata, now)
+                     and r.kind != fields.WORKING_KIND), None)
+
+    def _reopen_session(self) -> None:
+        """This session was erased through another handle: start it afresh under a new id."""
+        self._ns_id = self.journal.namespace_id(self.namespace) or 0
+
+    def _indexed_flow(self) -> Flow[None]:
+        """After a write: index the new rows as :meth:`add` does (background indexer, or inline)."""
+        recall = self.recall
+        if recall is None:
+            return
+        if self.config.background_index and recall.vectors:
+            recall.wake_indexer()
+            return
+        try:
+            yield from recall.index_flow()
+        except Exception:  # committed already: indexing failures stay in the outbox
+            log.exception("indexing after a write failed; the rows stay pending")
+
+    def _sweep_flow(self) -> Flow[int]:
+        """The periodic expiry sweep, when due for this user (see :mod:`langmem_tiers.memory_types.expiry`)."""
+        if self.recall is None or not self._sweep.due(self.namespace, self.clock(), self.config.expiry_sweep_s):
+            return 0
+        try:
+            erased: int = yield from self._erase_expired_flow()
+        except Exception:  # a write committed before the sweep: never report it as failed
+            log.exception("the expiry sweep failed; expired memories stay filtered out until the next one")
+            return 0
+        return erased
+
+    def _erase_expired_flow(self) -> Flow[int]:
+        """Erase this user's expired memories and stale working rows; returns how many."""
+        now = self.clock()
+        records = yield Blocking(lambda: self.journal.scoped_records(self._user_ns_ids()))
+        doomed = [r.id for r in [*expiry.expired(records, now), *stale_records(records)]]
+        if not doomed:
+            return 0
+        erased: int = yield Blocking(lambda: self.journal.delete_records(sorted(set(doomed))))
+        self.metrics.observe_expired(erased)
+        if self.recall is not None:
+            yield from self.recall.flush_flow()
+        return erased
 
     def reindex(self) -> int:
         """Rebuild the keyword index and every vector from the journal; returns records queued."""
@@ -846,16 +1080,22 @@ class TieredMemory:
         return erase_report(self.journal, store, texts, namespace=self.namespace)
 
     def cleanup(self, *, max_age: float | None = None, min_importance: float | None = None,
-                kinds: Sequence[str] | None = None, dry_run: bool = True) -> list[RecallHit]:
+                kinds: Sequence[str] | None = None, dry_run: bool = True, expired: bool = True) -> list[RecallHit]:
         """Find (and unless ``dry_run``, erase) this user's records older than ``max_age`` seconds
-        or whose decayed importance is below ``min_importance``. Pinned records are never removed."""
+        or whose decayed importance is below ``min_importance``, and (``expired``) the memories whose
+        expiry passed by :attr:`clock` (pinned ones too: an expiry is explicit) with working rows a
+        newer value superseded. Otherwise pinned records are never removed."""
         from langmem_tiers.recall.fusion import retention
 
         recall = self._require_recall()
         ns_ids = [n for n, _ in self.journal.namespaces(Scope("user", self.namespace))]
         now = time.time()
+        clock_now = self.clock()
         doomed = []
         for r in self.journal.scoped_records(ns_ids, kinds):
+            if expired and (expiry.is_expired(r.metadata, clock_now) or stale_records([r])):
+                doomed.append(r)
+                continue
             if r.pinned:
                 continue
             age = now - r.created_at
@@ -866,6 +1106,7 @@ class TieredMemory:
                 doomed.append(r)
         if not dry_run and doomed:
             self.journal.delete_records([r.id for r in doomed])
+            self.metrics.observe_expired(sum(1 for r in doomed if expiry.is_expired(r.metadata, clock_now)))
             self._drivers.run_sync(recall.flush_flow())
         return [RecallHit(r.id, r.kind, r.text, 0.0, {}, r.namespace, r.message_ids, r.created_at,
                           r.importance, r.pinned, r.tags, r.metadata) for r in doomed]

@@ -187,7 +187,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
     with _memory(args) as memory:
-        print(json.dumps(asdict(memory.stats()), indent=2, default=str))
+        print(json.dumps({**asdict(memory.stats()), "working": memory.working.items()}, indent=2, default=str))
     return 0
 
 
@@ -265,7 +265,9 @@ def build_parser() -> argparse.ArgumentParser:
     session_args(p)
     p.set_defaults(func=cmd_reindex)
 
-    p = sub.add_parser("stats", help="print a session's stats as JSON")
+    p = sub.add_parser("stats", help="print a session's stats as JSON (with index lag, and the working state "
+                       "and metrics: metrics count this process only, so the inspector's and your app's are "
+                       "the ones that fill up)")
     session_args(p)
     p.set_defaults(func=cmd_stats)
 

@@ -81,7 +81,9 @@ class Pages:
         return self.render(request, "session.html", ns=ns, page=page, result=result, query=query,
                            memories=views.memories(memory), tier_labels=views.TIER_LABELS,
                            plot_query=session_query(ns, v=page.version),
-                           stats_fields=[(k, v) for k, v in vars(page.stats).items() if k != "session"])
+                           stats_fields=[(k, v) for k, v in vars(page.stats).items()
+                                         if k not in ("session", "metrics")],
+                           metrics=page.stats.metrics)
 
     def plot(self, request: Request) -> Response:
         memory = self.deployment.handle(self._ns(request))

@@ -28,6 +28,8 @@ from langmem_tiers.embedders.base import Embedder
 from langmem_tiers.errors import ConfigError
 from langmem_tiers.flow import Blocking, Drivers, Embed, Flow, wait_free
 from langmem_tiers.journal.base import Journal, Namespace, OutboxItem, Record, Scope
+from langmem_tiers.memory_types.expiry import is_expired
+from langmem_tiers.memory_types.fields import EXPIRES_AT, WORKING_KIND
 from langmem_tiers.recall.fusion import FusionParams, fuse, jaccard
 from langmem_tiers.recall.hits import RecallHit
 from langmem_tiers.recall.session_vectors import SessionVectors
@@ -49,6 +51,8 @@ class SearchFilters:
     since: float | None = None
     until: float | None = None
     exclude_message_ids: frozenset[int] = frozenset()
+    # When expiry is judged (``metadata["expires_at"]``): the memory's clock; None: the wall clock.
+    now: float | None = None
 
 
 class RecallIndex:
@@ -337,7 +341,7 @@ class RecallIndex:
         out: list[RecallHit] = []
         for cid, parts in fused:
             r = by_id[cid]
-            if not _passes(r, filters):
+            if not passes(r, filters):
                 continue
             # One hit per turn: a long turn is indexed as several chunks, and a turn that grew after it
             # was answered has an earlier record too; the best one speaks for the turn.
@@ -369,7 +373,7 @@ class RecallIndex:
         records = yield Blocking(lambda: self.journal.records(sorted(best)))
         return [
             _hit(r, best[r.id][0], {"linked_from": float(best[r.id][1]), "total": best[r.id][0]})
-            for r in records if scope.matches(r.namespace) and _passes(r, filters)
+            for r in records if scope.matches(r.namespace) and passes(r, filters)
         ]
 
     def pinned(self, scope: Scope) -> list[Record]:
@@ -377,7 +381,14 @@ class RecallIndex:
         return self.journal.scoped_records(ns_ids, pinned_only=True)
 
 
-def _passes(r: Record, f: SearchFilters) -> bool:
+def passes(r: Record, f: SearchFilters) -> bool:
+    """True when a record may be returned under these filters (namespace aside: see the callers)."""
+    # Working-memory entries are delivered as the session's working state, never recalled;
+    # an expired memory is never returned (see langmem_tiers.memory_types).
+    if r.kind == WORKING_KIND:
+        return False
+    if EXPIRES_AT in r.metadata and is_expired(r.metadata, time.time() if f.now is None else f.now):
+        return False
     if r.message_ids and f.exclude_message_ids and set(r.message_ids) & f.exclude_message_ids:
         return False
     if f.since is not None and r.created_at < f.since:

@@ -119,4 +119,8 @@ def _scan(name: str, target: Any, needles: Sequence[str]) -> StoreResidue:
     except ConfigError as e:  # e.g. a Chroma server: its files are on another host
         return StoreResidue(name, None, str(e))
     note = getattr(target, "residue_note", "")
+    if getattr(target, "encrypted", False):
+        # Sealed rows never hold plaintext, erased or not: for them the key line is what counts.
+        sealed = "user text is stored encrypted, so a raw scan finds none even before an erase: see the key line"
+        note = f"{sealed}; {note}" if note else sealed
     return StoreResidue(name, dict(counts), note)

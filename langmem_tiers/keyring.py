@@ -90,13 +90,20 @@ class FolderKeyRing:
             raise ConfigError(f"cannot create keyring folder {self.folder}: {e}") from e
         self._lock = threading.Lock()
         self._cache: dict[str, tuple[tuple[int, int], bytes]] = {}
+        self._paths: dict[str, Path] = {}
 
     def __repr__(self) -> str:
         return f"FolderKeyRing({str(self.folder)!r})"
 
     def path(self, subject: str) -> Path:
         """The file that holds the subject's key."""
-        return self.folder / (hashlib.sha256(subject.encode("utf-8", "surrogatepass")).hexdigest() + ".key")
+        found = self._paths.get(subject)
+        if found is None:
+            found = self.folder / (hashlib.sha256(subject.encode("utf-8", "surrogatepass")).hexdigest() + ".key")
+            if len(self._paths) > 4096:
+                self._paths.clear()
+            self._paths[subject] = found
+        return found
 
     def key(self, subject: str, *, create: bool) -> bytes | None:
         path = self.path(subject)

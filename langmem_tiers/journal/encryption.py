@@ -32,6 +32,7 @@ import json
 import logging
 import secrets
 import threading
+import time
 import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -49,6 +50,12 @@ META_KEY = "encryption"
 _NONCE = 12
 _KID = 4
 _TOKEN_BYTES = 10  # 80-bit blind tokens: 16 base32 characters, collisions negligible
+# A key found for a read is trusted this long without asking the keyring again (a context() opens
+# hundreds of fields). Writes always ask, so nothing is sealed with a key destroyed meanwhile.
+READ_KEY_TTL_S = 0.5
+# JSON values sealed only when they hold something: an empty list or object says nothing that the
+# ciphertext's length would not say anyway, and skipping it saves two AES calls per record.
+_EMPTY_JSON = frozenset({"[]", "{}"})
 
 # Field names, bound into each ciphertext: a value sealed for one field never opens as another.
 CONTENT, NAME, TOOL_ARGUMENTS, MESSAGE_METADATA = "messages.content", "messages.name", "tool_calls.arguments", \
@@ -118,19 +125,36 @@ class FieldCipher:
         self._lock = threading.Lock()
         # key bytes -> (AESGCM, key id, blind-index key): derived once per key
         self._derived: dict[bytes, tuple[Any, bytes, bytes]] = {}
+        self._subjects: dict[Namespace, str] = {}
+        self._read_keys: dict[str, tuple[float, bytes]] = {}  # subject -> (when checked, key)
 
     def subject(self, ns: Namespace) -> str:
         """Whose key seals this namespace's text: its user, or the session itself when anonymous."""
-        if ns.anonymous:
-            return json.dumps([self.journal_uid, "session", ns.agent_id, ns.session_id])
-        return json.dumps([self.journal_uid, "user", ns.user_id])
+        found = self._subjects.get(ns)
+        if found is None:
+            found = (json.dumps([self.journal_uid, "session", ns.agent_id, ns.session_id]) if ns.anonymous
+                     else json.dumps([self.journal_uid, "user", ns.user_id]))
+            if len(self._subjects) > 4096:
+                self._subjects.clear()
+            self._subjects[ns] = found
+        return found
 
     # --- keys ---------------------------------------------------------------
 
     def _keys(self, subject: str, create: bool) -> tuple[Any, bytes, bytes] | None:
-        key = self.keyring.key(subject, create=create)
-        if key is None:
-            return None
+        now = time.monotonic()
+        cached = None if create else self._read_keys.get(subject)
+        if cached is not None and now - cached[0] < READ_KEY_TTL_S:
+            key: bytes | None = cached[1]
+        else:
+            key = self.keyring.key(subject, create=create)
+            if key is None:
+                self._read_keys.pop(subject, None)
+                return None
+            if len(self._read_keys) > 4096:
+                self._read_keys.clear()
+            self._read_keys[subject] = (now, key)
+        assert key is not None
         if len(key) != KEY_BYTES:
             raise KeyUnavailableError(f"the keyring returned a {len(key)}-byte key for {subject}: keys are 32 bytes")
         with self._lock:
@@ -149,7 +173,11 @@ class FieldCipher:
 
     def shred(self, ns: Namespace) -> bool:
         """Destroy the subject's key: every text sealed with it is unreadable from now on."""
-        return self.keyring.destroy(self.subject(ns))
+        return self.destroy(self.subject(ns))
+
+    def destroy(self, subject: str) -> bool:
+        self._read_keys.pop(subject, None)
+        return self.keyring.destroy(subject)
 
     # --- values -------------------------------------------------------------
 
@@ -322,8 +350,8 @@ class RowCodec:
         if cipher is None:
             return text, tags_json, metadata_json, key, None
         ns = self.namespace_of(ns_id)
-        return (cipher.seal(ns, RECORD_TEXT, text), cipher.seal(ns, RECORD_TAGS, tags_json),
-                cipher.seal(ns, RECORD_METADATA, metadata_json), seal(cipher, ns, RECORD_KEY, key),
+        return (cipher.seal(ns, RECORD_TEXT, text), _seal_json(cipher, ns, RECORD_TAGS, tags_json),
+                _seal_json(cipher, ns, RECORD_METADATA, metadata_json), seal(cipher, ns, RECORD_KEY, key),
                 cipher.index_terms(ns, text))
 
     def record_fields(self, ns: Namespace, text: str, tags: str, metadata: str,
@@ -337,7 +365,7 @@ class RowCodec:
 
     def sealed_column(self, ns_id: int, field: str, value: str) -> str:
         """One record column as stored (``update_record``)."""
-        return value if self.cipher is None else self.cipher.seal(self.namespace_of(ns_id), field, value)
+        return value if self.cipher is None else _seal_json(self.cipher, self.namespace_of(ns_id), field, value)
 
     def index_terms(self, ns_id: int, text: str) -> str | None:
         """What the keyword index stores for a record's text: ``None`` (the text itself) when off."""
@@ -361,12 +389,19 @@ def shred_orphans(cipher: FieldCipher | None, erased: Iterable[Namespace],
         if still_used(ns):
             continue
         try:
-            if cipher.keyring.destroy(subject):
+            if cipher.destroy(subject):
                 shredded.append(ns)
         except Exception as e:  # the rows are erased and committed: say so loudly, erase_report shows the key
             log.error("the rows of %s are erased but its key could not be destroyed (%s): erase_report() shows "
                       "it; destroy it in the keyring by hand", _who(ns), e)
     return shredded
+
+
+def _seal_json(cipher: FieldCipher, ns: Namespace, field: str, value: str) -> str:
+    """Seal a value, except an empty JSON list or object of a JSON field (tags, metadata)."""
+    if value in _EMPTY_JSON and field in (RECORD_TAGS, RECORD_METADATA):
+        return value
+    return cipher.seal(ns, field, value)
 
 
 def cipher_for(keyring: KeyRing | None, journal_uid: str, stored: str | None, where: str) -> FieldCipher | None:

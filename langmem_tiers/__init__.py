@@ -24,7 +24,9 @@ from langmem_tiers.errors import (
 )
 from langmem_tiers.journal.base import Namespace
 from langmem_tiers.memory import Stats, TieredMemory
+from langmem_tiers.memory_types.working import WorkingItem, WorkingMemory
 from langmem_tiers.messages import Message, ToolCall
+from langmem_tiers.metrics import MemoryMetrics, MetricsSnapshot, TierFigures
 from langmem_tiers.recall.hits import RecallHit
 from langmem_tiers.semantic import ExtractedMemory, Fact, Triple
 from langmem_tiers.summarizers.base import Summarizer, SummaryRequest, SummaryResult
@@ -35,9 +37,10 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ConfigError", "Context", "ExtractedMemory", "ExtractiveSummarizer", "Fact", "InvalidMessageError",
-    "InvalidNamespaceError", "JournalError", "LangmemTiersError", "MemoryClosedError", "MemoryConfig", "Message",
-    "MissingDependencyError", "Namespace", "Omission", "RecallError", "RecallHit", "SchemaVersionError",
-    "SessionErasedError", "Stats", "Summarizer", "SummarizerError", "SummaryRequest", "SummaryResult",
-    "TierTokens", "TieredMemory", "TiktokenCounter", "TokenCounter", "TokenizerUnavailableError", "ToolCall",
-    "Triple", "VectorStoreLockedError", "WordCounter",
+    "InvalidNamespaceError", "JournalError", "LangmemTiersError", "MemoryClosedError", "MemoryConfig",
+    "MemoryMetrics", "Message", "MetricsSnapshot", "MissingDependencyError", "Namespace", "Omission", "RecallError",
+    "RecallHit", "SchemaVersionError", "SessionErasedError", "Stats", "Summarizer", "SummarizerError",
+    "SummaryRequest", "SummaryResult", "TierFigures", "TierTokens", "TieredMemory", "TiktokenCounter",
+    "TokenCounter", "TokenizerUnavailableError", "ToolCall", "Triple", "VectorStoreLockedError", "WordCounter",
+    "WorkingItem", "WorkingMemory",
 ]

@@ -416,3 +416,28 @@ def test_values_come_back_as_json(tmp_path: Path) -> None:
         store.put(("docs",), "t", {"pair": (1, 2), "nested": {"deep": [1, {"x": None}]}, "s": "é\u2603"})
         assert store.get(("docs",), "t").value == json.loads(json.dumps(
             {"pair": [1, 2], "nested": {"deep": [1, {"x": None}]}, "s": "é\u2603"}))
+
+
+def test_two_stores_on_one_journal_see_each_others_writes(tmp_path: Path) -> None:
+    """Each store caches a user's items by the session's version stamp: a write through another
+    store (another replica on a shared journal) is seen at once, and a put onto a key the other
+    store changed supersedes the version that is current in the journal, not the one it last saw."""
+    ns = ("memories", "ada")
+    with TieredStore.open(tmp_path, embedder=False, user_index=1) as a:
+        b = TieredStore(a.memory, user_index=1)
+        a.put(ns, "k", {"v": 1})
+        assert b.get(ns, "k").value == {"v": 1}
+        b.put(ns, "k", {"v": 2})
+        assert a.get(ns, "k").value == {"v": 2}
+        b.put(ns, "k", {"v": 3})
+        a.put(ns, "k", {"v": 4})  # a's snapshot is two writes behind
+        assert b.get(ns, "k").value == a.get(ns, "k").value == {"v": 4}
+        handle = a.memory.for_session("chat", user_id="ada")
+        assert [f.text for f in handle.facts()] == ['{"v": 4}']  # one current version
+        assert len(handle.facts(include_superseded=True)) == 4
+        created = a.get(ns, "k").created_at
+        b.delete(ns, "k")
+        assert a.get(ns, "k") is None
+        assert handle.facts(include_superseded=True) == []
+        a.put(ns, "k", {"v": 5})
+        assert b.get(ns, "k").created_at > created  # deleted and put again: a new item

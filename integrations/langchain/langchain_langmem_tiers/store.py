@@ -48,6 +48,7 @@ import json
 import logging
 import math
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -77,11 +78,13 @@ from langmem_tiers import (
     InvalidMessageError,
     MemoryConfig,
     Namespace,
+    SessionErasedError,
     TieredMemory,
     WordCounter,
 )
 from langmem_tiers import InvalidNamespaceError as CoreNamespaceError
 from langmem_tiers.embedders.base import Embedder
+from langmem_tiers.journal.base import NewRecord, Record
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +132,20 @@ class _Snapshot:
     version: int
     items: dict[tuple[str, ...], dict[str, _Entry]] = field(default_factory=dict)
     versions: dict[str, list[int]] = field(default_factory=dict)  # record key -> every version's record id
+
+    @classmethod
+    def of(cls, ns_id: int, version: int, records: Iterable[Record]) -> _Snapshot:
+        """The items of a session's store records (current ones are items, the others history)."""
+        snapshot = cls(ns_id, version)
+        for record in records:
+            meta = record.metadata.get(_META)
+            if record.kind != STORE_KIND or not record.key or not isinstance(meta, Mapping):
+                continue
+            if record.valid_to is None:
+                snapshot.add(_entry(record.id, record.created_at, meta), record.key)
+            else:
+                snapshot.versions.setdefault(record.key, []).append(record.id)
+        return snapshot
 
     def entries(self) -> Iterable[_Entry]:
         for by_key in self.items.values():
@@ -476,13 +493,7 @@ class TieredStore(BaseStore):
         if cached is not None and cached.ns_id == ns_id and cached.version == version:
             self._snapshots.move_to_end(user)
             return cached
-        snapshot = _Snapshot(ns_id, version)
-        for record in journal.scoped_records([ns_id], [STORE_KIND]):
-            meta = record.metadata.get(_META)
-            if record.valid_to is None and isinstance(meta, Mapping) and record.key:
-                snapshot.add(_entry(record.id, record.created_at, meta), record.key)
-            elif record.key:
-                snapshot.versions.setdefault(record.key, []).append(record.id)
+        snapshot = _Snapshot.of(ns_id, version, journal.scoped_records([ns_id], [STORE_KIND]))
         self._keep(self._snapshots, user, snapshot)
         return snapshot
 
@@ -501,27 +512,45 @@ class TieredStore(BaseStore):
                 handle.flush()  # the vectors of the erased versions go now, not at the next indexing
             return
         value = _json_value(op.value)
-        existing = snapshot.items.get(op.namespace, {}).get(op.key)
-        live = snapshot.items.get(op.namespace, {})
-        meta: dict[str, Any] = {"namespace": list(op.namespace), "key": op.key, "value": value}
-        if existing is not None:
-            meta["created_at"] = existing.created_at
-            meta["since"] = list(existing.position)
-        if live:
-            meta["ns_since"] = list(min(e.ns_position for e in live.values()))
-        text, meta["indexed"] = _index_text(value, self.fields if op.index is None else op.index)
+        text, indexed = _index_text(value, self.fields if op.index is None else op.index)
         handle = self._handle(user)
-        record_id = -1
+        journal = self.memory.journal
+        namespace = Namespace.of(self.session_id, user)
+        meta: dict[str, Any] = {}
+        record_id, created = -1, 0.0
 
-        def remember() -> None:
-            nonlocal record_id
-            record_id = handle.remember(text, STORE_KIND, key=record_key, metadata={_META: meta})
+        def write() -> None:
+            # One transaction of the session: the new version and the supersession of the current one.
+            # The snapshot says which record that is when nothing else wrote since it was read (the
+            # session's version stamp); otherwise the session's current memories are read here.
+            nonlocal meta, record_id, created
+            ns_id = journal.namespace_id(namespace)
+            assert ns_id is not None
+            with journal.write(ns_id) as tx:
+                current = snapshot
+                if snapshot.ns_id != ns_id or tx.state().version != snapshot.version:
+                    current = _Snapshot.of(ns_id, -1, tx.current_memories([ns_id]))
+                meta = _item_meta(op.namespace, op.key, value, indexed, current)
+                existing = current.items.get(op.namespace, {}).get(op.key)
+                created = time.time()
+                record = NewRecord(kind=STORE_KIND, text=text, metadata={_META: meta}, created_at=created,
+                                   key=record_key)
+                (record_id,) = tx.insert_records([record])
+                if existing is not None:
+                    tx.supersede([existing.record_id], created)
 
-        def apply(s: _Snapshot) -> None:
-            (record,) = handle.journal.records([record_id])
-            s.add(_entry(record.id, record.created_at, meta), record_key)
-
-        self._write(user, snapshot, remember, apply)
+        try:
+            self._write(user, snapshot, write, lambda s: s.add(_entry(record_id, created, meta), record_key))
+        except SessionErasedError:
+            # The user was erased (forget) after the snapshot was read: the put starts the session afresh.
+            self._snapshots.pop(user, None)
+            snapshot = _Snapshot(None, 0)
+            self._write(user, snapshot, write, lambda s: None)
+        recall = handle.recall
+        if recall is not None and recall.vectors and handle.config.background_index:
+            recall.wake_indexer()  # vectors are computed off the caller's path, as remember() does
+        else:
+            handle.flush()  # inline indexing (keyword-only recall: the outbox rows are simply done)
 
     def _write(self, user: str | None, before: _Snapshot, write: Any, apply: Any) -> None:
         """Run one journal write (one version step of the session) and keep the cached snapshot current:
@@ -535,8 +564,8 @@ class TieredStore(BaseStore):
         with journal.read() as rx:
             version = rx.state(ns_id).version
         if before.ns_id == ns_id and version == before.version + 1 and self._snapshots.get(user) is before:
-            apply(before)
             before.version = version
+            apply(before)
         else:
             self._snapshots.pop(user, None)
 
@@ -573,6 +602,21 @@ def _entry(record_id: int, created: float, meta: Mapping[str, Any]) -> _Entry:
         indexed=bool(meta.get("indexed")), position=(float(position[0]), int(position[1])),
         ns_position=(float(ns_position[0]), int(ns_position[1])),
     )
+
+
+def _item_meta(namespace: tuple[str, ...], key: str, value: dict[str, Any], indexed: bool,
+               current: _Snapshot) -> dict[str, Any]:
+    """What a new version's record keeps besides its text: the item, and its place in the store order
+    (carried over from the current version and from the namespace's other items)."""
+    meta: dict[str, Any] = {"namespace": list(namespace), "key": key, "value": value, "indexed": indexed}
+    live = current.items.get(namespace, {})
+    existing = live.get(key)
+    if existing is not None:
+        meta["created_at"] = existing.created_at
+        meta["since"] = list(existing.position)
+    if live:
+        meta["ns_since"] = list(min(e.ns_position for e in live.values()))
+    return meta
 
 
 def _order(entry: _Entry) -> tuple[Any, ...]:
@@ -617,9 +661,30 @@ def _json_value(value: Any) -> dict[str, Any]:
         raise InvalidMessageError(f"a store value must be a dict; got {type(value).__name__}: wrap it, e.g. "
                                   "{'content': ...}")
     try:
-        return dict(json.loads(json.dumps(value, ensure_ascii=False, allow_nan=False)))
+        stored = dict(json.loads(json.dumps(value, ensure_ascii=False, allow_nan=False)))
     except (TypeError, ValueError) as e:
         raise InvalidMessageError(f"a store value must be JSON (string keys; no NaN or infinity): {e}") from e
+    _check_strings(stored)
+    return stored
+
+
+def _check_strings(value: Any) -> None:
+    """The journal's text rules for every string of a value (PostgreSQL text holds no NUL)."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _check_strings(k)
+            _check_strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            _check_strings(v)
+    elif isinstance(value, str):
+        if "\x00" in value:
+            raise InvalidMessageError(f"a store value holds a NUL character in {value!r:.60}: remove it")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise InvalidMessageError(f"a store value holds invalid unicode (a lone surrogate) in "
+                                      f"{value!r:.60}") from e
 
 
 def _user_id(value: Any) -> str:

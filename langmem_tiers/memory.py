@@ -44,9 +44,9 @@ from langmem_tiers.journal.base import (
 )
 from langmem_tiers.keyring import KeyRing
 from langmem_tiers.memory_types import events, expiry, fields, skills
-from langmem_tiers.memory_types.working import WorkingMemory, current_items, stale_records, working_lines
+from langmem_tiers.memory_types.working import WorkingMemory, current_items, working_lines
 from langmem_tiers.messages import Message, make_message
-from langmem_tiers.metrics import MemoryMetrics, MetricsSnapshot
+from langmem_tiers.metrics import MemoryMetrics, MetricsSnapshot, index_lag
 from langmem_tiers.recall.engine import RecallIndex, SearchFilters, passes
 from langmem_tiers.recall.hits import RecallHit
 from langmem_tiers.recall.units import completed_turn_records
@@ -545,7 +545,7 @@ class TieredMemory:
             hits = yield Blocking(lambda: self._label_past(hits))
             hits = yield from self._recall_beside_profile(hits, profile, query, window)
         if self.config.skills_k and query:
-            hits = self._with_skills(hits, typed, query, now)
+            hits = skills.lead_with_skills(hits, expiry.live(typed, now), query, self.config.skills_k)
         context = assemble(window=window, summary=state.summary, pinned=pinned, hits=hits, config=self.config,
                            counter=self.counter, budget=budget, omitted=omitted, session=self.namespace,
                            profile=profile, working=working)
@@ -560,16 +560,6 @@ class TieredMemory:
     def _typed_records(self) -> list[Record]:
         return self.journal.scoped_records(self._user_ns_ids(), self._typed_kinds())
 
-    def _with_skills(self, hits: list[RecallHit], typed: Sequence[Record], query: str, now: float) -> list[RecallHit]:
-        """The ``skills_k`` best skills for the query open the recalled section (no extra query: see
-        :mod:`langmem_tiers.memory_types.skills`); the other hits keep their order after them."""
-        mine = [r for r in expiry.live(typed, now) if r.kind == fields.SKILL_KIND and r.valid_to is None
-                and not r.pinned]
-        best = skills.rank_skills(mine, hits, query)[:self.config.skills_k] if mine else []
-        if not best:
-            return hits
-        chosen = {h.record_id for h in best}
-        return [*best, *(h for h in hits if h.record_id not in chosen)]
 
     def _recall_k(self, budget: int | None, state: SessionState, window: Sequence[WindowMessage],
                   pinned: Sequence[str], working: Sequence[Any] = ()) -> int:
@@ -693,17 +683,8 @@ class TieredMemory:
             last_summary_error=state.last_error, records=records,
             index_pending=(index_pending := self.journal.outbox_count([self._ns_id])),
             last_index_error=self.journal.outbox_error([self._ns_id]),
-            index_lag_s=self._index_lag(index_pending), metrics=self.metrics.snapshot(),
+            index_lag_s=index_lag(self.journal, self._ns_id, index_pending), metrics=self.metrics.snapshot(),
         )
-
-    def _index_lag(self, pending: int, most: int = 1000) -> float | None:
-        """Age of the oldest record of this session waiting for the vector index, by its time (events,
-        whose time is when they happened, aside); a lower bound when more than ``most`` wait."""
-        if not pending:
-            return None
-        rows = [r for r in self.journal.pending_records([self._ns_id], min(pending, most))
-                if r.kind != fields.EVENT_KIND]
-        return round(max(time.time() - min(r.created_at for r in rows), 0.0), 3) if rows else None
 
     def messages_page(self, after: int = 0, limit: int = 100) -> list[Message]:
         """Up to ``limit`` messages of this session with ids greater than ``after``, oldest first.
@@ -885,15 +866,10 @@ class TieredMemory:
             raise ConfigError(f"situation must be a string; got {type(situation).__name__}")
         if isinstance(k, bool) or not isinstance(k, int) or k < 0:
             raise ConfigError(f"k ({k!r}) must be an integer >= 0")
-        recall = self._require_recall()
-        if not k or not situation.strip():
-            return []
-        now = self.clock()
-        found = yield from recall.search_flow(situation, max(4 * k, 10), Scope("user", self.namespace),
-                                              SearchFilters(kinds=(fields.SKILL_KIND,), now=now))
-        records = yield Blocking(lambda: self.journal.scoped_records(self._user_ns_ids(), [fields.SKILL_KIND]))
-        mine = [r for r in expiry.live(records, now) if r.valid_to is None]
-        return skills.rank_skills(mine, found, situation)[:k]
+        hits: list[RecallHit] = yield from skills.skills_for_flow(
+            self._require_recall(), self.journal, Scope("user", self.namespace), self._user_ns_ids, situation, k,
+            self.clock())
+        return hits
 
     def record_outcome(self, record_id: int, success: bool) -> None:
         """Count one use of a skill of this user, and whether it worked (feeds :meth:`skills_for`).
@@ -914,16 +890,7 @@ class TieredMemory:
         if record is None or record.kind != fields.SKILL_KIND:
             raise ConfigError(f"record {record_id!r} is not a live skill of this user: pass an id that "
                               "remember(..., kind='skill') or skills_for() returned")
-
-        def count() -> None:
-            # Read-modify-write: concurrent outcomes of one skill from two handles may count once (the
-            # journal has no atomic increment); the lock keeps every count of this handle.
-            with self._outcome_lock:
-                fresh = self.journal.records([record.id])
-                if fresh:
-                    self.journal.update_record(record.id, metadata=skills.with_outcome(fresh[0].metadata, success))
-
-        yield Blocking(count)
+        yield Blocking(lambda: skills.count_outcome(self.journal, record.id, success, self._outcome_lock))
         yield from self._indexed_flow()
 
     def record_event(self, event_type: str, description: str, outcome: str | None = None,
@@ -979,24 +946,14 @@ class TieredMemory:
         if self.recall is None or not self._sweep.due(self.namespace, self.clock(), self.config.expiry_sweep_s):
             return 0
         try:
-            erased: int = yield from self._erase_expired_flow()
+            ns_ids = yield Blocking(self._user_ns_ids)
+            erased: int = yield from expiry.erase_expired_flow(self.journal, self.recall, ns_ids, self.clock())
+            self.metrics.observe_expired(erased)
         except Exception:  # a write committed before the sweep: never report it as failed
             log.exception("the expiry sweep failed; expired memories stay filtered out until the next one")
             return 0
         return erased
 
-    def _erase_expired_flow(self) -> Flow[int]:
-        """Erase this user's expired memories and stale working rows; returns how many."""
-        now = self.clock()
-        records = yield Blocking(lambda: self.journal.scoped_records(self._user_ns_ids()))
-        doomed = [r.id for r in [*expiry.expired(records, now), *stale_records(records)]]
-        if not doomed:
-            return 0
-        erased: int = yield Blocking(lambda: self.journal.delete_records(sorted(set(doomed))))
-        self.metrics.observe_expired(erased)
-        if self.recall is not None:
-            yield from self.recall.flush_flow()
-        return erased
 
     def reindex(self) -> int:
         """Rebuild the keyword index and every vector from the journal; returns records queued."""
@@ -1093,7 +1050,7 @@ class TieredMemory:
         clock_now = self.clock()
         doomed = []
         for r in self.journal.scoped_records(ns_ids, kinds):
-            if expired and (expiry.is_expired(r.metadata, clock_now) or stale_records([r])):
+            if expired and expiry.sweepable([r], clock_now):
                 doomed.append(r)
                 continue
             if r.pinned:

@@ -24,7 +24,9 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from langmem_tiers.context import Context
+    from langmem_tiers.journal.base import Journal
 
+INDEX_LAG_ROWS = 1000  # pending rows read at most to date the oldest (a lower bound past it)
 TIERS = ("pinned", "working", "profile", "summary", "recall", "window", "total")
 RECENT_CALLS = 1024
 
@@ -127,3 +129,20 @@ def _p95(values: list[int]) -> int:
         return 0
     ordered = sorted(values)
     return ordered[max(math.ceil(0.95 * len(ordered)) - 1, 0)]
+
+
+def index_lag(journal: Journal, ns_id: int, pending: int, now: float | None = None) -> float | None:
+    """Seconds the oldest record of a session has waited for the vector index, by the record's time.
+
+    Events are left out (their time is when they happened, not when they were stored); past
+    :data:`INDEX_LAG_ROWS` pending rows this is a lower bound (the journal lists the newest).
+    ``None`` when nothing is pending. One read, in ``stats()`` only.
+    """
+    import time
+
+    if not pending:
+        return None
+    rows = [r for r in journal.pending_records([ns_id], min(pending, INDEX_LAG_ROWS)) if r.kind != "event"]
+    if not rows:
+        return None
+    return round(max((time.time() if now is None else now) - min(r.created_at for r in rows), 0.0), 3)

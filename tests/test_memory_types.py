@@ -441,6 +441,8 @@ def test_erasure_covers_working_memory_skills_and_events(open_memory: Opener, mo
     call(mode, memory.working, "set", "migration_step", 5)
     memory.forget("session")  # this session: its working state goes, the other session's stays
     assert call(mode, memory.working, "items") == {}
+    call(mode, memory.working, "set", "fresh_start", 1)  # the erased session starts afresh, as add() does
+    assert call(mode, memory.working, "items") == {"fresh_start": 1}
     assert call(mode, other.working, "items") == {"draft": "hello"}
     other.forget("user")
     assert rows(memory, [other_entry, other_event]) == []

@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from langmem_tiers.journal.base import Namespace, Record
-from langmem_tiers.memory_types.fields import EXPIRES_AT
+from langmem_tiers.flow import Blocking, Flow
+from langmem_tiers.journal.base import Journal, Namespace, Record
+from langmem_tiers.memory_types.fields import EXPIRES_AT, WORKING_KIND
 
 MAX_TRACKED_USERS = 4096  # users whose last sweep time is remembered (LRU): bounded memory
 R = TypeVar("R", bound=Record)
@@ -54,9 +55,23 @@ def live(records: Iterable[R], now: float) -> list[R]:
     return [r for r in records if not is_expired(r.metadata, now)]
 
 
-def expired(records: Iterable[R], now: float) -> list[R]:
-    """The records that have expired at ``now``."""
-    return [r for r in records if is_expired(r.metadata, now)]
+def sweepable(records: Iterable[R], now: float) -> list[R]:
+    """What a sweep erases: expired records, and working rows a newer value superseded (``set``
+    deletes them at once; a process that died in between leaves them)."""
+    return [r for r in records if is_expired(r.metadata, now) or (r.kind == WORKING_KIND and r.valid_to is not None)]
+
+
+def erase_expired_flow(journal: Journal, recall: Any, ns_ids: Sequence[int], now: float) -> Flow[int]:
+    """Erase the :func:`sweepable` records of these namespaces (journal rows and keyword entries at
+    once, vectors through the outbox, flushed here); returns how many expired records went."""
+    records = yield Blocking(lambda: journal.scoped_records(ns_ids))
+    doomed = sweepable(records, now)
+    if not doomed:
+        return 0
+    yield Blocking(lambda: journal.delete_records(sorted({r.id for r in doomed})))
+    if recall is not None:
+        yield from recall.flush_flow()
+    return sum(1 for r in doomed if is_expired(r.metadata, now))
 
 
 class ExpirySweep:

@@ -26,11 +26,15 @@ query), and the best ``MemoryConfig.skills_k`` skills open the recalled section.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from langmem_tiers.journal.base import Record
+from langmem_tiers.flow import Blocking, Flow
+from langmem_tiers.journal.base import Journal, Record, Scope
+from langmem_tiers.memory_types.expiry import is_expired
 from langmem_tiers.memory_types.fields import SKILL_KIND, SUCCESSES, TRIGGERS, USES
+from langmem_tiers.recall.engine import RecallIndex, SearchFilters
 from langmem_tiers.recall.hits import RecallHit
 from langmem_tiers.text import WORD
 
@@ -91,6 +95,42 @@ def rank_skills(skills: Sequence[Record], hits: Sequence[RecallHit], situation: 
         ranked.append((total, r.id, hit))
     ranked.sort(key=lambda t: (-t[0], -t[1]))
     return [h for _, _, h in ranked]
+
+
+def lead_with_skills(hits: Sequence[RecallHit], records: Iterable[Record], query: str, k: int) -> list[RecallHit]:
+    """``context()``'s recalled section with the ``k`` best skills for ``query`` first (no extra query).
+
+    ``records`` are the user's live memories read with the profile: the current, unpinned
+    skills among them are ranked against ``hits`` (the call's recall hits give the relevance);
+    the other hits keep their order after the chosen skills.
+    """
+    skills = [r for r in records if r.kind == SKILL_KIND and r.valid_to is None and not r.pinned]
+    best = rank_skills(skills, hits, query)[:k] if skills and k else []
+    chosen = {h.record_id for h in best}
+    return [*best, *(h for h in hits if h.record_id not in chosen)]
+
+
+def skills_for_flow(recall: RecallIndex, journal: Journal, scope: Scope, ns_ids: Callable[[], list[int]],
+                    situation: str, k: int, now: float) -> Flow[list[RecallHit]]:
+    """``skills_for()``: recall over the scope's skills, then every current, live skill of the
+    user ranked against those hits (a skill found by its trigger alone still counts)."""
+    if not k or not situation.strip():
+        return []
+    found = yield from recall.search_flow(situation, max(4 * k, 10), scope,
+                                          SearchFilters(kinds=(SKILL_KIND,), now=now))
+    records = yield Blocking(lambda: journal.scoped_records(ns_ids(), [SKILL_KIND]))
+    mine = [r for r in records if r.valid_to is None and not is_expired(r.metadata, now)]
+    return rank_skills(mine, found, situation)[:k]
+
+
+def count_outcome(journal: Journal, record_id: int, success: bool, lock: threading.Lock) -> None:
+    """One more outcome on a skill's record. A read-modify-write: two handles counting outcomes of
+    one skill at the same instant may count once (the journal has no atomic increment); ``lock``
+    keeps every count of one handle."""
+    with lock:
+        fresh = journal.records([record_id])
+        if fresh:
+            journal.update_record(record_id, metadata=with_outcome(fresh[0].metadata, success))
 
 
 def with_outcome(metadata: Mapping[str, Any], success: bool) -> dict[str, Any]:

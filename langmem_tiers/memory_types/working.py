@@ -17,7 +17,8 @@ never in the profile: other sessions do not see them.
 
 **Writes.** ``set`` inserts the new value and supersedes the previous one in one
 serialized write transaction of the session (readers never see two values or none),
-then deletes the superseded row (the sweep and ``cleanup()`` erase any a crash left).
+then deletes the superseded row (the sweep and ``cleanup()`` erase any a crash left:
+:func:`~langmem_tiers.memory_types.expiry.sweepable`).
 ``delete`` and ``forget`` erase physically, as for any record.
 """
 
@@ -102,11 +103,6 @@ def working_lines(items: Sequence[WorkingItem]) -> list[WorkingLine]:
     return [WorkingLine(i.record_id, i.key, f"- {i.key} = {_dump(i.value)}") for i in items]
 
 
-def stale_records(records: Iterable[Record]) -> list[Record]:
-    """Working records a newer value superseded (normally deleted at once; a crash may leave some)."""
-    return [r for r in records if r.kind == WORKING_KIND and r.valid_to is not None]
-
-
 class WorkingMemory:
     """The session's scratchpad: ``memory.working`` (sync methods and ``a``-prefixed async twins).
 
@@ -181,11 +177,13 @@ class WorkingMemory:
             metadata[EXPIRES_AT] = m.clock() + check_ttl(ttl)
         now = time.time()  # record times are wall time; the memory's clock judges expiry only
         record = NewRecord(kind=WORKING_KIND, text=text, metadata=metadata, created_at=now, key=journal_key)
+        written: tuple[int, list[int]]
         try:
-            record_id, old = yield Blocking(lambda: self._write(record, now))
+            written = yield Blocking(lambda: self._write(record, now))
         except SessionErasedError:  # erased through another handle: start the session afresh, as add() does
             yield Blocking(m._reopen_session)
-            record_id, old = yield Blocking(lambda: self._write(record, now))
+            written = yield Blocking(lambda: self._write(record, now))
+        record_id, old = written
         if old:
             yield Blocking(lambda: m.journal.delete_records(old))
         yield from m._indexed_flow()

@@ -441,3 +441,14 @@ def test_two_stores_on_one_journal_see_each_others_writes(tmp_path: Path) -> Non
         assert handle.facts(include_superseded=True) == []
         a.put(ns, "k", {"v": 5})
         assert b.get(ns, "k").created_at > created  # deleted and put again: a new item
+
+
+def test_docstring_examples_run() -> None:
+    """The examples the reference shows for the store run as written."""
+    import doctest
+
+    import langchain_langmem_tiers.store as module
+
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0
+    assert result.failed == 0

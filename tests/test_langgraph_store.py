@@ -452,3 +452,21 @@ def test_docstring_examples_run() -> None:
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0
     assert result.failed == 0
+
+
+def test_a_store_on_a_users_memory_keeps_its_own_scope(tmp_path: Path) -> None:
+    """A store built on a memory opened for a user's chat session stores nothing in that user's scope
+    unless a namespace names the user (user_index)."""
+    from langmem_tiers import TieredMemory
+
+    with TieredMemory.open(tmp_path, session_id="chat", user_id="ada", agent_id="bot", embedder=False) as chat:
+        store = TieredStore(chat)
+        store.put(("docs",), "a", {"text": "shared note"})
+        assert store.get(("docs",), "a").value == {"text": "shared note"}
+        assert chat.facts() == []  # not ada's
+        assert TieredStore(chat).search(()) == store.search(())  # another store object reads the same
+        users = TieredStore(chat, user_index=0)
+        users.put(("ada", "prefs"), "theme", {"value": "dark"})
+        assert [f.kind for f in chat.facts()] == ["store"]  # a namespace naming ada: ada's memory
+        store.close()
+        users.close()

@@ -573,10 +573,15 @@ class TieredStore(BaseStore):
         """The journal session of the user's items (created on first use; no connection of its own)."""
         handle = self._handles.get(user)
         if handle is None:
-            if user is None and self.memory.namespace == Namespace.of(self.session_id):
+            namespace = Namespace.of(self.session_id, user)
+            if self.memory.namespace == namespace:
                 handle = self.memory  # the store's own session: no second handle
             else:
-                handle = self.memory.for_session(self.session_id, user_id=user)
+                # Not for_session(): it would give a session without a user the memory's user and agent.
+                m = self.memory
+                handle = TieredMemory(m.journal, namespace, config=m.config, counter=m.counter,
+                                      summarizer=m.summarizer, recall=m.recall, redactor=m.redactor,
+                                      owns_journal=False)
             self._keep(self._handles, user, handle)
         self._handles.move_to_end(user)
         return handle

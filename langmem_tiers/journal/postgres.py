@@ -661,6 +661,7 @@ class PostgresJournal:
                        kinds: Sequence[str] | None = None) -> list[KeywordHit]:
         if not ns_ids or k <= 0:
             return []
+        args: list[Any]
         if self._cipher is None:
             match = ts_query(query)
             if not match:

@@ -311,6 +311,19 @@ def test_keyring_rules(tmp_path: Path) -> None:
         FolderKeyRing(tmp_path / "k").key("loose", create=False)
 
 
+def test_blind_query_over_many_users_is_bounded(tmp_path: Path) -> None:
+    from langmem_tiers.journal.encryption import MAX_BLIND_QUERY_TOKENS
+
+    cipher = FieldCipher(FolderKeyRing(tmp_path), "journal-uid")
+    users = [Namespace.of("s", f"user{i}") for i in range(12)]
+    for ns in users:
+        cipher.index_terms(ns, "creates the key")
+    words = [f"word{i}" for i in range(200)]
+    tokens = cipher.query_terms(users, words)
+    assert 0 < len(tokens) <= MAX_BLIND_QUERY_TOKENS
+    assert len(set(cipher.query_terms(users[:2], ["same"]))) == 2, "one word, two users: two tokens"
+
+
 def test_index_words_normalize_like_a_light_stemmer() -> None:
     assert index_words("The Buckets of Cities, and José's café") == ["bucket", "city", "jose", "cafe"]
 

@@ -49,6 +49,7 @@ ALGORITHM = "aes-256-gcm/v1"  # what the journal's meta table records once encry
 META_KEY = "encryption"
 _NONCE = 12
 _KID = 4
+MAX_BLIND_QUERY_TOKENS = 4 * MAX_QUERY_TERMS  # tokens of one query, over all its subjects
 _TOKEN_BYTES = 10  # 80-bit blind tokens: 16 base32 characters, collisions negligible
 # A key found for a read is trusted this long without asking the keyring again (a context() opens
 # hundreds of fields). Writes always ask, so nothing is sealed with a key destroyed meanwhile.
@@ -236,7 +237,14 @@ class FieldCipher:
         """Blind tokens of query words for each distinct subject of ``namespaces`` that has a key."""
         normalized = list(dict.fromkeys(w for w in (normalize_word(x) for x in words) if w))[:MAX_QUERY_TERMS]
         tokens: list[str] = []
-        for subject in dict.fromkeys(self.subject(ns) for ns in namespaces):
+        subjects = list(dict.fromkeys(self.subject(ns) for ns in namespaces))
+        for subject in subjects:
+            if tokens and len(tokens) + len(normalized) > MAX_BLIND_QUERY_TOKENS:
+                # Scopes are one user's (one subject); a query over many users' records would
+                # otherwise grow past what PostgreSQL's query parser accepts.
+                log.warning("a keyword query over %d key subjects was cut to %d tokens: search per user",
+                            len(subjects), len(tokens))
+                break
             keys = self._keys(subject, create=False)
             if keys is not None:
                 tokens += [_token(keys[2], w) for w in normalized]

@@ -16,7 +16,8 @@ call by call (so a load spike on a shared machine hits them all alike):
 
 The profile is on in every variant (the default): the working state and the skills are read in
 the same query as the profile, so they add no journal round trip, only rows and assembly work.
-Prints one JSON line per variant (p50, p95 in ms, and the p50 difference to the previous variant).
+Prints one JSON line per variant (p50, p95 in ms, and the p50 difference to the previous variant),
+after a header line with the cost of the counters alone per context() (``metrics_observe_us``).
 """
 
 from __future__ import annotations
@@ -113,9 +114,16 @@ def main() -> None:
                 memory.context(q)
                 timings[name].append((time.perf_counter() - t0) * 1000)
         check = memories["+skills"].context(queries[0])
+        # The counters alone, without the noise of a whole context() on a shared machine.
+        counters = MemoryMetrics()
+        t0 = time.perf_counter()
+        for _ in range(10_000):
+            counters.observe_context(check)
+        observe_us = (time.perf_counter() - t0) / 10_000 * 1e6
         print(json.dumps({"machine": platform.processor() or platform.machine(), "messages": args.messages,
                           "skills": args.skills, "keys": args.keys, "vectors": args.vectors,
                           "fill_s": round(fill_s, 1), "reps": args.reps,
+                          "metrics_observe_us": round(observe_us, 2),
                           "delivered": {"working_tokens": check.tokens.working,
                                         "skills": sum(1 for h in check.recalled if h.kind == "skill")}}))
         previous = None

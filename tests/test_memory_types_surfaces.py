@@ -59,3 +59,16 @@ def test_inspector_shows_metrics_and_the_working_state(tmp_path: Path) -> None:
         assert stats["metrics"]["tokens"]["working"]["mean"] > 0
     finally:
         deployment.close()
+
+
+@pytest.mark.parametrize("module", ["langmem_tiers.memory_types.fields", "langmem_tiers.memory_types.expiry",
+                                    "langmem_tiers.memory_types.skills", "langmem_tiers.memory_types.events",
+                                    "langmem_tiers.memory_types.working"])
+def test_docstring_examples_run(module: str) -> None:
+    """The examples the memory types page shows run as written."""
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0
+    assert result.failed == 0

@@ -7,8 +7,9 @@ success)`` counts its uses and successes (``metadata["uses"]``, ``["successes"]`
 **Ranking** (every factor in ``RecallHit.parts``)::
 
     trigger    = max over the skill's triggers of (words of the trigger found in the situation
-                 / words of the trigger); a word matches on its first five letters, so
-                 "deploying" finds "deploy". 1.0 when one trigger is wholly in the situation.
+                 / words of the trigger); words match on a light stem (one suffix among
+                 -ing, -ed, -es, -s off, then the first five letters), so "deploying fails"
+                 finds "deploy failed". 1.0 when one trigger is wholly in the situation.
     relevance  = the skill's recall score / the best recall score among the skills found
                  for this situation (keyword + vector recall, as search()); 0 when recall
                  did not find it.
@@ -40,11 +41,25 @@ from langmem_tiers.text import WORD
 
 TRIGGER_WEIGHT = 0.6
 RELEVANCE_WEIGHT = 0.4
-STEM = 5  # letters a word matches on ("deploying" ~ "deploy")
+STEM = 5  # letters of a stem a word matches on ("deploying" ~ "deploy")
+
+
+SUFFIXES = ("ing", "ed", "es", "s")
+
+
+def _stem(word: str) -> str:
+    """A light stem: one common suffix off (kept when 3 letters would not remain), then the first
+    five letters, so "fails", "failed" and "failing" match, as do "deploy" and "deploying"."""
+    w = word.lower()
+    for suffix in SUFFIXES:
+        if w.endswith(suffix) and len(w) - len(suffix) >= 3:
+            w = w[:-len(suffix)]
+            break
+    return w[:STEM]
 
 
 def _stems(text: str) -> set[str]:
-    return {w.lower()[:STEM] for w in WORD.findall(text)}
+    return {_stem(w) for w in WORD.findall(text)}
 
 
 def trigger_match(triggers: Iterable[str], situation: str) -> float:

@@ -947,7 +947,8 @@ class TieredMemory:
             return 0
         try:
             ns_ids = yield Blocking(self._user_ns_ids)
-            erased: int = yield from expiry.erase_expired_flow(self.journal, self.recall, ns_ids, self.clock())
+            erased: int = yield from expiry.erase_expired_flow(self.journal, self.recall, ns_ids, self.clock(),
+                                                               [*MEMORY_KINDS, fields.WORKING_KIND])
             self.metrics.observe_expired(erased)
         except Exception:  # a write committed before the sweep: never report it as failed
             log.exception("the expiry sweep failed; expired memories stay filtered out until the next one")

@@ -12,10 +12,14 @@ erased (like ``forget(record_id)``: journal row, keyword index, vector) by
 
 **The sweep.** Without a thread of its own: the first write (``add``, ``remember``,
 ``working.set``, ...) after ``MemoryConfig.expiry_sweep_s`` seconds (by the clock) since the
-last sweep of that user in this process erases the user's expired memories. Handles made
-with ``for_session`` share one :class:`ExpirySweep`, so an app server sweeps each user once
-per interval, not once per handle. Between sweeps expired rows stay in the journal but are
-filtered out of everything (as above).
+last sweep of that user in this process erases the user's expired memories of the core's
+memory kinds (``fact``, ``preference``, ``event``, ``skill``, ``note``, ``relation``) and working
+entries: it reads those rows of the user, never the conversation turns (which do not expire).
+A memory of a kind of your own is filtered out when it expires like any other, and erased by
+``cleanup(dry_run=False)``, which reads every kind. Handles made with ``for_session`` share
+one :class:`ExpirySweep`, so an app server sweeps each user once per interval, not once per
+handle. Between sweeps expired rows stay in the journal but are filtered out of everything
+(as above).
 """
 
 from __future__ import annotations
@@ -61,10 +65,12 @@ def sweepable(records: Iterable[R], now: float) -> list[R]:
     return [r for r in records if is_expired(r.metadata, now) or (r.kind == WORKING_KIND and r.valid_to is not None)]
 
 
-def erase_expired_flow(journal: Journal, recall: Any, ns_ids: Sequence[int], now: float) -> Flow[int]:
-    """Erase the :func:`sweepable` records of these namespaces (journal rows and keyword entries at
-    once, vectors through the outbox, flushed here); returns how many expired records went."""
-    records = yield Blocking(lambda: journal.scoped_records(ns_ids))
+def erase_expired_flow(journal: Journal, recall: Any, ns_ids: Sequence[int], now: float,
+                       kinds: Sequence[str] | None = None) -> Flow[int]:
+    """Erase the :func:`sweepable` records of these namespaces (of ``kinds`` only, when given):
+    journal rows and keyword entries at once, vectors through the outbox, flushed here. Returns
+    how many expired records went."""
+    records = yield Blocking(lambda: journal.scoped_records(ns_ids, kinds))
     doomed = sweepable(records, now)
     if not doomed:
         return 0

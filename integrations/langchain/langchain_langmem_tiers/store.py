@@ -425,8 +425,10 @@ class TieredStore(BaseStore):
         if self._bound is not None:
             return [self._bound]
         journal = self.memory.journal
-        return sorted({ns.user_id for _, ns in journal.namespaces()
-                       if ns.session_id == self.session_id and not ns.agent_id and ns.user_id})
+        named_users = {ns.user_id for _, ns in journal.namespaces()
+                       if ns.session_id == self.session_id and not ns.agent_id and ns.user_id}
+        users: list[str | None] = sorted(named_users)
+        return users
 
     # --- reads ---------------------------------------------------------------------
 

@@ -470,3 +470,11 @@ def test_a_store_on_a_users_memory_keeps_its_own_scope(tmp_path: Path) -> None:
         assert [f.kind for f in chat.facts()] == ["store"]  # a namespace naming ada: ada's memory
         store.close()
         users.close()
+
+
+def test_a_batch_with_a_bad_value_writes_nothing(tmp_path: Path) -> None:
+    with TieredStore.open(tmp_path, embedder=False) as store:
+        with pytest.raises(InvalidMessageError, match="JSON"):
+            store.batch([PutOp(("docs",), "a", {"ok": 1}), PutOp(("docs",), "b", {"bad": math.inf})])
+        assert store.search(()) == []
+        assert store.memory.facts() == []

@@ -364,6 +364,7 @@ class TieredStore(BaseStore):
             if isinstance(op, PutOp):
                 if op.value is not None:
                     _check_put_namespace(op.namespace)
+                    _json_value(op.value)  # before any op of the batch runs: nothing is half-written
                 if op.ttl is not None:
                     raise NotImplementedError("TTL is not supported by TieredStore: put with ttl=None (items "
                                               "stay until deleted or forgotten)")

@@ -174,6 +174,19 @@ def test_random_operations_match_in_memory_store(store: TieredStore, seed: int) 
     assert _plain(store.search((), limit=1000)) == _plain(oracle.search((), limit=1000))
 
 
+def test_random_operations_on_a_postgresql_journal() -> None:
+    """The same contract on the PostgreSQL journal (keyword recall: vectors would need a Chroma server)."""
+    from tests.support.postgres import postgres_url
+
+    with postgres_url() as url:
+        oracle = Oracle()
+        with TieredStore.open(url, embedder=False, user_index=1) as store:
+            _run_random(store, oracle, seed=4, steps=60)
+        with TieredStore.open(url, embedder=False, user_index=1) as reopened:
+            assert _plain(reopened.search((), limit=1000)) == _plain(oracle.search((), limit=1000))
+            assert reopened.list_namespaces() == oracle.list_namespaces()
+
+
 def test_without_a_user_index_every_namespace_is_accepted(tmp_path: Path) -> None:
     """Namespaces of any shape (no user position) behave as in InMemoryStore: one private scope."""
     oracle = Oracle()

@@ -9,9 +9,12 @@ from langmem_tiers.config import MemoryConfig
 from langmem_tiers.context import Context, Omission, TierTokens
 from langmem_tiers.errors import (
     ConfigError,
+    DecryptionError,
+    EncryptionError,
     InvalidMessageError,
     InvalidNamespaceError,
     JournalError,
+    KeyUnavailableError,
     LangmemTiersError,
     MemoryClosedError,
     MissingDependencyError,
@@ -23,6 +26,7 @@ from langmem_tiers.errors import (
     VectorStoreLockedError,
 )
 from langmem_tiers.journal.base import Namespace
+from langmem_tiers.keyring import FolderKeyRing, KeyRing
 from langmem_tiers.memory import Stats, TieredMemory
 from langmem_tiers.memory_types.working import WorkingItem, WorkingMemory
 from langmem_tiers.messages import Message, ToolCall
@@ -36,8 +40,9 @@ from langmem_tiers.tokens import TiktokenCounter, TokenCounter, WordCounter
 __version__ = "0.1.0"
 
 __all__ = [
-    "ConfigError", "Context", "ExtractedMemory", "ExtractiveSummarizer", "Fact", "InvalidMessageError",
-    "InvalidNamespaceError", "JournalError", "LangmemTiersError", "MemoryClosedError", "MemoryConfig",
+    "ConfigError", "Context", "DecryptionError", "EncryptionError", "ExtractedMemory", "ExtractiveSummarizer",
+    "Fact", "FolderKeyRing", "InvalidMessageError", "InvalidNamespaceError", "JournalError", "KeyRing",
+    "KeyUnavailableError", "LangmemTiersError", "MemoryClosedError", "MemoryConfig",
     "MemoryMetrics", "Message", "MetricsSnapshot", "MissingDependencyError", "Namespace", "Omission", "RecallError",
     "RecallHit", "SchemaVersionError", "SessionErasedError", "Stats", "Summarizer", "SummarizerError",
     "SummaryRequest", "SummaryResult", "TierFigures", "TierTokens", "TieredMemory", "TiktokenCounter",

@@ -329,3 +329,14 @@ def test_judge_needs_answer(capsys: pytest.CaptureFixture[str]) -> None:
 )
 def test_parse_judgement_is_robust(reply: str | None, verdict: bool | None) -> None:
     assert parse_judgement(reply) is verdict
+
+
+def test_offset_runs_a_benchmark_in_shards(lme_file: Path) -> None:
+    """``--offset N --limit M``: questions N+1..N+M, so a long run can be split and its shards compared."""
+    whole = main_eval("longmemeval", lme_file, [5], "bm25", None, None, None)
+    shards = [main_eval("longmemeval", lme_file, [5], "bm25", 1, None, None, offset=i) for i in range(3)]
+    assert [q["qid"] for s in shards for q in s["questions"]] == [q["qid"] for q in whole["questions"]]
+    assert [s["config"]["offset"] for s in shards] == [0, 1, 2]
+    assert build_parser().parse_args(["longmemeval", "--data", "x", "--offset", "3"]).offset == 3
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["longmemeval", "--data", "x", "--offset", "-1"])

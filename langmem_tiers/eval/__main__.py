@@ -55,6 +55,16 @@ def parse_positive(text: str) -> int:
 _BOOLEANS = {"true": True, "false": False}
 
 
+def parse_count(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"{text!r} must be an integer >= 0") from e
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be an integer >= 0")
+    return n
+
+
 def parse_setting(text: str) -> tuple[str, Any]:
     """``recall_k=12`` -> ``("recall_k", 12)``: true / false, then ints, then floats, else the string."""
     name, sep, raw = text.partition("=")
@@ -83,6 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "session (sessions, default), or everything in one session (single)")
     p.add_argument("--limit-conversations", "--limit", type=parse_positive, default=None, dest="limit",
                    help="first N conversations (LoCoMo) / questions (LongMemEval: one haystack each)")
+    p.add_argument("--offset", type=parse_count, default=0,
+                   help="skip the first N conversations / questions (run a long benchmark in shards: "
+                        "--offset 10 --limit 10)")
     p.add_argument("--limit-questions", type=parse_positive, default=None,
                    help="at most N scored questions per conversation / haystack")
     p.add_argument("--config", type=parse_setting, action="append", default=[], metavar="FIELD=VALUE",
@@ -125,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         qa = build_qa(args)  # before any ingestion: a missing key fails in a second, not after an hour
         main_eval(args.benchmark, args.data, args.k, args.retriever, args.limit, args.json_out, console,
                   layout=args.layout, limit_questions=args.limit_questions, config_overrides=dict(args.config),
-                  qa=qa)
+                  qa=qa, offset=args.offset)
     except LangmemTiersError as e:
         console.print(f"[red]error:[/red] {e}", soft_wrap=True, highlight=False)  # one line, never wrapped
         return 2

@@ -185,11 +185,12 @@ def _aggregate(rows: Sequence[Scores], names: Sequence[str]) -> dict[str, float 
     return out
 
 
-def _load(benchmark: str, data: Path, limit: int | None) -> list[Haystack]:
+def _load(benchmark: str, data: Path, limit: int | None, offset: int = 0) -> list[Haystack]:
+    end = None if limit is None else offset + limit
     if benchmark == "locomo":
-        return load_locomo(data, limit)
+        return load_locomo(data, end)[offset:]
     if benchmark == "longmemeval":
-        return load_longmemeval(data, limit)
+        return load_longmemeval(data, end)[offset:]
     raise ConfigError(f"benchmark {benchmark!r} is unknown: choose one of {', '.join(BENCHMARKS)}")
 
 
@@ -494,11 +495,13 @@ def main_eval(
     limit_questions: int | None = None,
     config_overrides: Mapping[str, Any] | None = None,
     qa: QuestionAnswerer | None = None,
+    offset: int = 0,
 ) -> dict[str, Any]:
     """Entry point of ``langmem-tiers eval``: load, run, print a table, write ``json_out``.
 
     ``limit`` caps conversations (LoCoMo) or questions (LongMemEval: one haystack each);
-    ``limit_questions`` caps scored questions per haystack. ``layout`` and
+    ``offset`` skips the first conversations / questions (a long run split into shards:
+    ``--offset 10 --limit 10``). ``limit_questions`` caps scored questions per haystack. ``layout`` and
     ``config_overrides`` (MemoryConfig fields) shape ours; the baselines' token budget
     follows the resulting ``context_tokens``. ``embedder`` overrides the default local
     MiniLM factory (tests). ``qa`` answers and grades every question from its delivered
@@ -506,13 +509,15 @@ def main_eval(
     """
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ConfigError(f"limit ({limit!r}) must be an integer >= 1 or omitted")
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise ConfigError(f"offset ({offset!r}) must be an integer >= 0")
     ks = _check_ks(k)
     config = ours_config(**dict(config_overrides or {}))
     if embedder is None:
         spec = get_retriever(retriever, layout=layout, config=config)
     else:
         spec = get_retriever(retriever, embedder, layout=layout, config=config)
-    haystacks = cap_questions(_load(benchmark, Path(data), limit), limit_questions)
+    haystacks = cap_questions(_load(benchmark, Path(data), limit, offset), limit_questions)
     try:
         result = run_benchmark(benchmark, haystacks, spec, ks, console=console, progress=console is not None,
                                config=config, qa=qa)
@@ -521,6 +526,7 @@ def main_eval(
             qa.close()
     result["config"]["data"] = Path(data).name
     result["config"]["limit"] = limit
+    result["config"]["offset"] = offset
     result["config"]["limit_questions"] = limit_questions
     if config_overrides:
         result["config"]["overrides"] = dict(config_overrides)

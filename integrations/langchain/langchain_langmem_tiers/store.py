@@ -20,7 +20,10 @@ How a store item maps onto the core:
   the keyed-memory mechanism of ``TieredMemory.remember(..., key=...)``.
 * **Put with an existing key** supersedes: the new version is the current record, the old one keeps
   ``valid_to`` as history (``TieredMemory.facts(include_superseded=True)``); ``get`` and ``search`` see only
-  current versions. ``created_at`` is the first put, ``updated_at`` the latest (as PostgresStore).
+  current versions. Both happen in one journal transaction (insert + supersede, the journal protocol's
+  keyed-memory operations; ``remember()`` would read every current memory of the user per put). The last
+  committed put wins, whatever the clocks say. ``created_at`` is the first put, ``updated_at`` the latest
+  (as PostgresStore).
 * **Delete** erases the item and its history (journal, keyword index and vectors): a delete is an
   erasure, never a tombstone.
 * **Search** without ``query``: items in InMemoryStore's order (namespaces by when they last became

@@ -39,6 +39,7 @@ from langmem_tiers.journal.base import (
     Record,
     Scope,
     SessionState,
+    SummaryVersion,
     WindowEntry,
     WriteTxn,
 )
@@ -72,6 +73,7 @@ COLLECTION_LAYOUT = "_v2"  # v2: no documents, namespaces as journal ids
 _NO_END = 2**62  # an upper bound for message ids in "messages after X" reads
 MAX_RECALL_K = 64  # hits asked for at most, however much spare budget recall may fill
 MIN_HIT_TOKENS = 32  # a short turn (a question and a short reply): sizes the hits asked for a larger share
+_ALL_VERSIONS = 2**31 - 1  # summary_history() without a limit: every version the journal kept
 
 
 @dataclass(frozen=True)
@@ -449,7 +451,7 @@ class TieredMemory:
                 state = tx.state()
                 if (state.summary_cursor, state.summary_version) != (expected_cursor, expected_version):
                     return None
-                tx.set_summary(text, self.counter.count_text(text), new_cursor)
+                tx.set_summary(text, self.counter.count_text(text), new_cursor, history=self.config.summary_history)
                 if memories:
                     _apply_plan(tx, plan_memories(memories, tx.current_memories(ns_ids), self.namespace))
                 return tx.state().summary_version
@@ -670,6 +672,27 @@ class TieredMemory:
     def summary(self) -> str:
         with self.journal.read() as rx:
             return rx.state(self._ns_id).summary
+
+    def summary_history(self, limit: int | None = None) -> list[SummaryVersion]:
+        """The saved versions of this session's rolling summary, newest first (the current one
+        first while it is kept); at most ``limit``, every kept one by default.
+
+        The journal keeps the newest ``config.summary_history`` versions. Erasing turns
+        (``forget(turn_id)``) deletes every version that folded them; ``clear()`` and
+        ``forget("session" | "user" | "agent")`` delete the history with the session.
+        """
+        return self._drivers.run_sync(self._summary_history_flow(limit))
+
+    async def asummary_history(self, limit: int | None = None) -> list[SummaryVersion]:
+        return await self._drivers.run_async(self._summary_history_flow(limit))
+
+    def _summary_history_flow(self, limit: int | None) -> Flow[list[SummaryVersion]]:
+        self._check_open()
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+            raise ConfigError(f"limit ({limit!r}) must be an integer >= 0, or None for every kept version")
+        wanted = _ALL_VERSIONS if limit is None else limit
+        versions: list[SummaryVersion] = yield Blocking(lambda: self.journal.summary_history(self._ns_id, wanted))
+        return versions
 
     def stats(self) -> Stats:
         self._check_open()
@@ -914,6 +937,38 @@ class TieredMemory:
         return await asyncio.to_thread(self.record_event, event_type, description, outcome, at,
                                        importance=importance, ttl=ttl)
 
+    def pin(self, record_id: int, pinned: bool = True) -> bool:
+        """Pin a record of this user (``pinned=False`` unpins it); returns whether the flag changed.
+
+        A pinned memory is sent in every ``context()`` of the user's sessions (first to go when
+        the budget is short, after recall, turns and the summary), never decays in recall ranking
+        and is never removed by ``cleanup()`` for age or weakness. The vector store's copy is
+        queued for update like any other change.
+
+        Raises:
+            ConfigError: ``record_id`` is not a live record of this user (another user's or
+                another anonymous session's records are refused alike), or ``pinned`` is not a bool.
+        """
+        return self._drivers.run_sync(self._pin_flow(record_id, pinned))
+
+    async def apin(self, record_id: int, pinned: bool = True) -> bool:
+        return await self._drivers.run_async(self._pin_flow(record_id, pinned))
+
+    def _pin_flow(self, record_id: int, pinned: bool) -> Flow[bool]:
+        self._check_open()
+        if not isinstance(pinned, bool):
+            raise ConfigError(f"pinned ({pinned!r}) must be True or False")
+        record = yield from self._own_record_flow(record_id)
+        if record is None:
+            raise ConfigError(f"record {record_id!r} is not a live record of this user: pass an id that "
+                              "remember(), search() or facts() returned for this user")
+        if record.pinned == pinned:
+            return False
+        # update_record bumps the session's version (caches keyed on it reload) and queues the upsert.
+        yield Blocking(lambda: self.journal.update_record(record.id, pinned=pinned))
+        yield from self._indexed_flow()
+        return True
+
     def _own_record_flow(self, record_id: int) -> Flow[Record | None]:
         """A live record of this user by id, or None."""
         if isinstance(record_id, bool) or not isinstance(record_id, int):
@@ -955,7 +1010,6 @@ class TieredMemory:
             return 0
         return erased
 
-
     def reindex(self) -> int:
         """Rebuild the keyword index and every vector from the journal; returns records queued."""
         recall = self._require_recall()
@@ -967,11 +1021,13 @@ class TieredMemory:
         """Erase a record by id, or every record and message of a scope.
 
         ``forget(record_id)`` erases one memory, or a turn with its messages: they leave
-        ``messages()``, the window, recall, and the summary (a summary that covered them is
-        dropped and rebuilt from the turns that remain by the summarizer, at the cost of
-        re-reading those turns). ``forget("session")`` erases this session, ``forget("user")``
-        every session of this user and ``forget("agent")`` this user's sessions with this
-        agent, across journal, keyword index and vectors. ``physical=True`` also makes the
+        ``messages()``, the window, recall, and the summary: every summary version that folded
+        them is deleted, and the summary falls back to the newest version saved before them
+        (see ``config.summary_history``) or to none; the summarizer then re-folds only the
+        turns after that version, not the whole evicted conversation. ``forget("session")``
+        erases this session, ``forget("user")`` every session of this user and
+        ``forget("agent")`` this user's sessions with this agent, across journal, keyword
+        index and vectors. ``physical=True`` also makes the
         engines rewrite their files so the deleted bytes are gone (see
         :mod:`langmem_tiers.erasure`; check with :meth:`erase_report`). Returns how many
         records were removed.

@@ -7,6 +7,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any, Literal
 
 from langmem_tiers.errors import ConfigError
+from langmem_tiers.journal.base import DEFAULT_SUMMARY_HISTORY
 
 OversizePolicy = Literal["truncate", "keep", "error"]
 RecallUnit = Literal["turn", "message"]
@@ -35,6 +36,10 @@ class MemoryConfig:
             uses the budget it was given; ``False`` keeps recall within ``recall_tokens``.
         summary_role: role of the message that carries the summary.
         summary_input_tokens: most tokens of evicted turns sent in one summarizer call.
+        summary_history: how many saved versions of the rolling summary the journal keeps per
+            session (newest first: :meth:`TieredMemory.summary_history`, the inspector's history);
+            ``0`` keeps none. Erasing turns deletes every version that folded them and re-folds
+            from the newest remaining one, so a longer history spares summarizer calls then.
         summary_retry_base_s / summary_retry_max_s: backoff after a summarizer failure.
         background_summary: run summaries on a worker thread so ``add()`` never waits.
         background_index: embed new recall records on a background thread (default), so neither
@@ -83,6 +88,7 @@ class MemoryConfig:
     recall_uses_spare: bool = True
     summary_role: SummaryRole = "system"
     summary_input_tokens: int = 6000
+    summary_history: int = DEFAULT_SUMMARY_HISTORY
     summary_retry_base_s: float = 2.0
     summary_retry_max_s: float = 300.0
     background_summary: bool = False
@@ -103,7 +109,7 @@ class MemoryConfig:
         for name in ("context_tokens", "window_tokens", "summary_tokens", "summary_input_tokens",
                      "max_message_chars", "index_batch_size"):
             _positive(name, getattr(self, name))
-        for name in ("recall_tokens", "recall_k", "profile_tokens", "working_tokens", "skills_k"):
+        for name in ("recall_tokens", "recall_k", "profile_tokens", "working_tokens", "skills_k", "summary_history"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ConfigError(f"{name} ({value!r}) must be an integer >= 0")

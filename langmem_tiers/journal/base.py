@@ -19,11 +19,13 @@ from langmem_tiers.errors import InvalidNamespaceError, JournalError, SchemaVers
 from langmem_tiers.messages import MAX_KEY_CHARS, Message
 from langmem_tiers.text import query_words
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 MAX_ID_CHARS = 512
 # A keyword query keeps at most this many distinct words: a pasted document as the query
 # (20k distinct words) overflowed PostgreSQL's parser stack and made FTS5 rank every record.
 MAX_QUERY_TERMS = 256
+# Summary versions a session keeps when the caller does not say (``MemoryConfig.summary_history``).
+DEFAULT_SUMMARY_HISTORY = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +183,23 @@ class SessionState:
 
 
 @dataclass(frozen=True, slots=True)
+class SummaryVersion:
+    """One saved rolling summary of a session (schema v7), kept so an inspector can show how
+    it grew and an erasure can re-fold from the newest version that never saw the erased turns.
+
+    ``version`` is the session's ``summary_version`` when it was saved (grows, never reused;
+    not contiguous: a clear or an erasure also moves it); ``cursor`` is the last message id it
+    folded in.
+    """
+
+    version: int
+    text: str
+    tokens: int
+    cursor: int
+    created_at: float
+
+
+@dataclass(frozen=True, slots=True)
 class WindowEntry:
     """The fields the window planner needs: no content."""
 
@@ -299,7 +318,10 @@ class WriteTxn(Protocol):
 
     def set_window_start(self, window_start: int) -> None: ...
 
-    def set_summary(self, summary: str, tokens: int, cursor: int) -> None: ...
+    def set_summary(self, summary: str, tokens: int, cursor: int, history: int = DEFAULT_SUMMARY_HISTORY) -> None:
+        """Save the current summary and, when ``history`` > 0, keep it as a version: the newest
+        ``history`` versions of the session are kept, older ones deleted (0 keeps none)."""
+        ...
 
     def set_failure(self, error: str | None, failures: int, retry_at: float) -> None: ...
 
@@ -368,7 +390,16 @@ class Journal(Protocol):
     def clear_session(self, ns_id: int, keep_memories: bool = False) -> list[int]: ...
 
     def erase_messages(self, ns_id: int, message_ids: Sequence[int]) -> list[int]:
-        """Erase messages of a session, the records made from them, and a summary that covered them."""
+        """Erase messages of a session, the records made from them, and every summary that covered them.
+
+        Summary versions whose cursor reaches the first erased id are deleted; the current summary,
+        when it covered them, falls back to the newest remaining version (or to none), so the
+        summarizer re-folds only the turns after that version's cursor.
+        """
+        ...
+
+    def summary_history(self, ns_id: int, limit: int = DEFAULT_SUMMARY_HISTORY) -> list[SummaryVersion]:
+        """The session's saved summary versions, newest first (at most ``limit``)."""
         ...
 
     def delete_namespaces(self, ns_ids: Sequence[int]) -> list[int]: ...
@@ -395,7 +426,10 @@ class Journal(Protocol):
 
     def update_record(self, record_id: int, *, text: str | None = None, importance: float | None = None,
                       message_ids: tuple[int, ...] | None = None,
-                      metadata: Mapping[str, Any] | None = None) -> None: ...
+                      metadata: Mapping[str, Any] | None = None, pinned: bool | None = None) -> None:
+        """Change the given fields of a record (``None`` leaves one as is), bump its session's
+        version and queue its upsert (the vector store's metadata follows)."""
+        ...
 
     def outbox(self, limit: int, due_only: bool = True) -> list[OutboxItem]:
         """Pending items without claiming them (single-process indexers; prefer ``claim_outbox``)."""

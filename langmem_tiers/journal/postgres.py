@@ -27,6 +27,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from langmem_tiers.errors import JournalError, MissingDependencyError, SchemaVersionError, SessionErasedError
 from langmem_tiers.journal.base import (
+    DEFAULT_SUMMARY_HISTORY,
     SCHEMA_VERSION,
     KeywordHit,
     Namespace,
@@ -35,6 +36,7 @@ from langmem_tiers.journal.base import (
     Record,
     Scope,
     SessionState,
+    SummaryVersion,
     WindowEntry,
     check_claim,
     erased_message,
@@ -208,14 +210,33 @@ ALTER TABLE records ADD COLUMN tsv TSVECTOR GENERATED ALWAYS AS (
 CREATE INDEX records_tsv ON records USING GIN (tsv);
 """
 
-MIGRATIONS: tuple[str | Callable[[Conn], None], ...] = (*_OLD_MIGRATIONS, _migrate_to_v4, V5_SQL, V6_SQL)
+# Schema version 7, the rolling summary's version history: every saved summary (its text sealed
+# like state.summary when encrypted), bounded per session by the caller; erasure deletes each
+# version that folded an erased message. The current summary becomes the first version.
+V7_SQL = """
+CREATE TABLE summary_versions (
+    ns BIGINT NOT NULL REFERENCES namespaces(ns),
+    version BIGINT NOT NULL,
+    text TEXT NOT NULL,
+    tokens INTEGER NOT NULL,
+    summary_cursor BIGINT NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (ns, version)
+);
+INSERT INTO summary_versions (ns, version, text, tokens, summary_cursor, created_at)
+    SELECT ns, summary_version, summary, summary_tokens, summary_cursor, extract(epoch FROM now())::double precision
+    FROM state WHERE summary != '';
+"""
+
+MIGRATIONS: tuple[str | Callable[[Conn], None], ...] = (
+    *_OLD_MIGRATIONS, _migrate_to_v4, V5_SQL, V6_SQL, V7_SQL)
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 # The server's clock, in epoch seconds: leases and retry times of replicas on several hosts
 # are compared on one clock.
 _NOW = "extract(epoch FROM clock_timestamp())::double precision"
 # The tables compact() vacuums: every one that holds user text or ids.
-_TABLES = ("messages", "records", "namespaces", "state", "outbox", "links")
+_TABLES = ("messages", "records", "namespaces", "state", "summary_versions", "outbox", "links")
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
@@ -560,9 +581,10 @@ class PostgresJournal:
     def erase_messages(self, ns_id: int, message_ids: Sequence[int]) -> list[int]:
         """Erase messages of one session with every record made from them; returns the records removed.
 
-        A summary that covered any of them is dropped in the same transaction (cursor back to 0,
-        ``summary_version`` grows), so no summary keeps their text and the summarizer rebuilds it
-        from the evicted turns that remain.
+        Every summary version that folded one of them goes in the same transaction; a current
+        summary that covered them falls back to the newest remaining version (its cursor before
+        the first erased id), or to none, and ``summary_version`` grows: no summary keeps their
+        text, and the summarizer re-folds only the evicted turns after that version's cursor.
         """
         ids = sorted(set(message_ids))
         with self._txn() as conn:
@@ -580,10 +602,14 @@ class PostgresJournal:
             for rid, remaining in narrowed:
                 conn.execute("UPDATE records SET message_ids=%s WHERE id=%s", (json.dumps(list(remaining)), rid))
             conn.execute("DELETE FROM messages WHERE ns=%s AND id = ANY(%s)", (ns_id, ids))
+            conn.execute("DELETE FROM summary_versions WHERE ns=%s AND summary_cursor >= %s", (ns_id, ids[0]))
             if ids[0] <= _state(conn, ns_id, None).summary_cursor:
-                conn.execute("UPDATE state SET summary='', summary_tokens=0, summary_cursor=0, "
+                clean = conn.execute("SELECT text, tokens, summary_cursor FROM summary_versions WHERE ns=%s "
+                                     "ORDER BY version DESC LIMIT 1", (ns_id,)).fetchone() or ("", 0, 0)
+                # The clean version's text is copied as stored (sealed the same way, same subject).
+                conn.execute("UPDATE state SET summary=%s, summary_tokens=%s, summary_cursor=%s, "
                              "summary_version=summary_version+1, failures=0, last_error=NULL, retry_at=0 "
-                             "WHERE ns=%s", (ns_id,))
+                             "WHERE ns=%s", (*clean, ns_id))
             _bump(conn, [ns_id])
             return record_ids
 
@@ -614,6 +640,17 @@ class PostgresJournal:
                       (ns.agent_id, ns.session_id)))
         with self._autocommit() as conn:
             return conn.execute(sql, args).fetchone() is not None
+
+    def summary_history(self, ns_id: int, limit: int = DEFAULT_SUMMARY_HISTORY) -> list[SummaryVersion]:
+        """The session's saved summary versions, newest first (at most ``limit``)."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+            raise JournalError(f"limit ({limit!r}) must be an integer >= 0")
+        with self._autocommit() as conn:
+            rows = conn.execute("SELECT version, text, tokens, summary_cursor, created_at FROM summary_versions "
+                                "WHERE ns=%s ORDER BY version DESC LIMIT %s", (ns_id, limit)).fetchall()
+            codec = self._codec(conn)
+            return [SummaryVersion(int(r[0]), codec.summary(ns_id, str(r[1])), int(r[2]), int(r[3]), float(r[4]))
+                    for r in rows]
 
     # --- records, keyword index, outbox ---------------------------------------
 
@@ -722,8 +759,8 @@ class PostgresJournal:
 
     def update_record(self, record_id: int, *, text: str | None = None, importance: float | None = None,
                       message_ids: tuple[int, ...] | None = None,
-                      metadata: Mapping[str, Any] | None = None) -> None:
-        if text is None and importance is None and message_ids is None and metadata is None:
+                      metadata: Mapping[str, Any] | None = None, pinned: bool | None = None) -> None:
+        if text is None and importance is None and message_ids is None and metadata is None and pinned is None:
             return
         with self._txn() as conn:
             row = conn.execute("SELECT ns FROM records WHERE id=%s FOR UPDATE", (record_id,)).fetchone()
@@ -739,7 +776,8 @@ class PostgresJournal:
                     ("importance", importance),
                     ("message_ids", None if message_ids is None else json.dumps(list(message_ids))),
                     ("metadata", None if metadata is None else codec.sealed_column(
-                        ns_id, RECORD_METADATA, json.dumps(dict(metadata), ensure_ascii=False)))):
+                        ns_id, RECORD_METADATA, json.dumps(dict(metadata), ensure_ascii=False))),
+                    ("pinned", None if pinned is None else bool(pinned))):
                 if value is not None:
                     sets.append(f"{column}=%s")
                     args.append(value)
@@ -910,6 +948,7 @@ class PostgresJournal:
                    "records": ("text", "metadata", "tags"),
                    "namespaces": ("user_id", "agent_id", "session_id"),
                    "state": ("summary", "last_error"),
+                   "summary_versions": ("text",),
                    "outbox": ("last_error",)}
         found: dict[str, int] = {}
         with self._autocommit() as conn:
@@ -1016,12 +1055,21 @@ class _PostgresWrite:
         self.conn.execute("UPDATE state SET window_start=%s WHERE ns=%s", (window_start, self.ns_id))
         self.touched = True
 
-    def set_summary(self, summary: str, tokens: int, cursor: int) -> None:
+    def set_summary(self, summary: str, tokens: int, cursor: int, history: int = DEFAULT_SUMMARY_HISTORY) -> None:
+        sealed = self._codec.seal_summary(self.ns_id, summary)
         self.conn.execute(
             "UPDATE state SET summary=%s, summary_tokens=%s, summary_cursor=%s, "
             "summary_version=summary_version+1, failures=0, last_error=NULL, retry_at=0 WHERE ns=%s",
-            (self._codec.seal_summary(self.ns_id, summary), tokens, cursor, self.ns_id),
+            (sealed, tokens, cursor, self.ns_id),
         )
+        if history > 0:
+            self.conn.execute(
+                "INSERT INTO summary_versions (ns, version, text, tokens, summary_cursor, created_at) "
+                "SELECT ns, summary_version, %s, %s, %s, %s FROM state WHERE ns=%s",
+                (sealed, tokens, cursor, time.time(), self.ns_id))
+        self.conn.execute("DELETE FROM summary_versions WHERE ns=%s AND version NOT IN (SELECT version FROM "
+                          "summary_versions WHERE ns=%s ORDER BY version DESC LIMIT %s)",
+                          (self.ns_id, self.ns_id, max(history, 0)))
         self.touched = True
 
     def set_failure(self, error: str | None, failures: int, retry_at: float) -> None:
@@ -1239,4 +1287,5 @@ def _delete_ns_content(conn: Conn, ns_id: int, keep_memories: bool = False) -> l
                                            (ns_id,)).fetchall()]
     _delete_records(conn, ids)
     conn.execute("DELETE FROM messages WHERE ns=%s", (ns_id,))
+    conn.execute("DELETE FROM summary_versions WHERE ns=%s", (ns_id,))
     return ids

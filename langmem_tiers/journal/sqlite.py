@@ -24,6 +24,7 @@ from urllib.parse import quote
 
 from langmem_tiers.errors import JournalError, SchemaVersionError, SessionErasedError
 from langmem_tiers.journal.base import (
+    DEFAULT_SUMMARY_HISTORY,
     SCHEMA_VERSION,
     KeywordHit,
     Namespace,
@@ -32,6 +33,7 @@ from langmem_tiers.journal.base import (
     Record,
     Scope,
     SessionState,
+    SummaryVersion,
     WindowEntry,
     check_claim,
     erased_message,
@@ -261,8 +263,26 @@ END;
 INSERT INTO records_fts (records_fts) VALUES ('rebuild');
 """
 
+# Schema version 7, the rolling summary's version history: every saved summary (its text sealed
+# like state.summary when encrypted), bounded per session by the caller; erasure deletes each
+# version that folded an erased message. The current summary becomes the first version.
+V7_SQL = """
+CREATE TABLE summary_versions (
+    ns INTEGER NOT NULL REFERENCES namespaces(ns),
+    version INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    tokens INTEGER NOT NULL,
+    summary_cursor INTEGER NOT NULL,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (ns, version)
+);
+INSERT INTO summary_versions (ns, version, text, tokens, summary_cursor, created_at)
+    SELECT ns, summary_version, summary, summary_tokens, summary_cursor, (julianday('now') - 2440587.5) * 86400.0
+    FROM state WHERE summary != '';
+"""
+
 MIGRATIONS: tuple[str | Callable[[sqlite3.Connection], None], ...] = (
-    *_OLD_MIGRATIONS, _migrate_to_v4, V5_SQL, V6_SQL)
+    *_OLD_MIGRATIONS, _migrate_to_v4, V5_SQL, V6_SQL, V7_SQL)
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 # How long a freshly opened journal waits on the file before reporting it busy.
@@ -677,9 +697,10 @@ class SqliteJournal:
     def erase_messages(self, ns_id: int, message_ids: Sequence[int]) -> list[int]:
         """Erase messages of one session with every record made from them; returns the records removed.
 
-        A summary that covered any of them is dropped in the same transaction (cursor back to 0,
-        ``summary_version`` grows), so no summary keeps their text and the summarizer rebuilds it
-        from the evicted turns that remain.
+        Every summary version that folded one of them goes in the same transaction; a current
+        summary that covered them falls back to the newest remaining version (its cursor before
+        the first erased id), or to none, and ``summary_version`` grows: no summary keeps their
+        text, and the summarizer re-folds only the evicted turns after that version's cursor.
         """
         ids = sorted(set(message_ids))
         with self._txn() as db:
@@ -696,10 +717,14 @@ class SqliteJournal:
             db.executemany("UPDATE records SET message_ids=? WHERE id=?",
                            [(json.dumps(list(remaining)), rid) for rid, remaining in narrowed])
             _select_in(db, f"DELETE FROM messages WHERE ns={int(ns_id)} AND id IN ({{}})", ids)
+            db.execute("DELETE FROM summary_versions WHERE ns=? AND summary_cursor >= ?", (ns_id, ids[0]))
             if ids[0] <= _state(db, ns_id, None).summary_cursor:
-                db.execute("UPDATE state SET summary='', summary_tokens=0, summary_cursor=0, "
+                clean = db.execute("SELECT text, tokens, summary_cursor FROM summary_versions WHERE ns=? "
+                                   "ORDER BY version DESC LIMIT 1", (ns_id,)).fetchone() or ("", 0, 0)
+                # The clean version's text is copied as stored (sealed the same way, same subject).
+                db.execute("UPDATE state SET summary=?, summary_tokens=?, summary_cursor=?, "
                            "summary_version=summary_version+1, failures=0, last_error=NULL, retry_at=0 WHERE ns=?",
-                           (ns_id,))
+                           (*clean, ns_id))
             _bump(db, [ns_id])
             return record_ids
 
@@ -731,6 +756,16 @@ class SqliteJournal:
                       (ns.agent_id, ns.session_id)))
         with self._autocommit() as db:
             return db.execute(sql, args).fetchone() is not None
+
+    def summary_history(self, ns_id: int, limit: int = DEFAULT_SUMMARY_HISTORY) -> list[SummaryVersion]:
+        """The session's saved summary versions, newest first (at most ``limit``)."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+            raise JournalError(f"limit ({limit!r}) must be an integer >= 0")
+        with self._autocommit() as db:
+            rows = db.execute("SELECT version, text, tokens, summary_cursor, created_at FROM summary_versions "
+                              "WHERE ns=? ORDER BY version DESC LIMIT ?", (ns_id, limit)).fetchall()
+        return [SummaryVersion(int(r[0]), self._codec.summary(ns_id, str(r[1])), int(r[2]), int(r[3]), float(r[4]))
+                for r in rows]
 
     # --- records, keyword index, outbox ---------------------------------------
 
@@ -823,8 +858,8 @@ class SqliteJournal:
 
     def update_record(self, record_id: int, *, text: str | None = None, importance: float | None = None,
                       message_ids: tuple[int, ...] | None = None,
-                      metadata: Mapping[str, Any] | None = None) -> None:
-        if text is None and importance is None and message_ids is None and metadata is None:
+                      metadata: Mapping[str, Any] | None = None, pinned: bool | None = None) -> None:
+        if text is None and importance is None and message_ids is None and metadata is None and pinned is None:
             return
         with self._txn() as db:
             row = db.execute("SELECT ns FROM records WHERE id=?", (record_id,)).fetchone()
@@ -839,7 +874,8 @@ class SqliteJournal:
                     ("importance", importance),
                     ("message_ids", None if message_ids is None else json.dumps(list(message_ids))),
                     ("metadata", None if metadata is None else
-                     self._codec.sealed_column(ns_id, RECORD_METADATA, json.dumps(dict(metadata))))):
+                     self._codec.sealed_column(ns_id, RECORD_METADATA, json.dumps(dict(metadata)))),
+                    ("pinned", None if pinned is None else int(bool(pinned)))):
                 if value is not None:
                     sets.append(f"{column}=?")
                     args.append(value)
@@ -1081,12 +1117,21 @@ class _SqliteWrite:
         self._db.execute("UPDATE state SET window_start=? WHERE ns=?", (window_start, self.ns_id))
         self.touched = True
 
-    def set_summary(self, summary: str, tokens: int, cursor: int) -> None:
+    def set_summary(self, summary: str, tokens: int, cursor: int, history: int = DEFAULT_SUMMARY_HISTORY) -> None:
+        sealed = self._codec.seal_summary(self.ns_id, summary)
         self._db.execute(
             "UPDATE state SET summary=?, summary_tokens=?, summary_cursor=?, summary_version=summary_version+1, "
             "failures=0, last_error=NULL, retry_at=0 WHERE ns=?",
-            (self._codec.seal_summary(self.ns_id, summary), tokens, cursor, self.ns_id),
+            (sealed, tokens, cursor, self.ns_id),
         )
+        if history > 0:
+            self._db.execute(
+                "INSERT INTO summary_versions (ns, version, text, tokens, summary_cursor, created_at) "
+                "SELECT ns, summary_version, ?, ?, ?, ? FROM state WHERE ns=?",
+                (sealed, tokens, cursor, time.time(), self.ns_id))
+        self._db.execute("DELETE FROM summary_versions WHERE ns=? AND version NOT IN (SELECT version FROM "
+                         "summary_versions WHERE ns=? ORDER BY version DESC LIMIT ?)",
+                         (self.ns_id, self.ns_id, max(history, 0)))
         self.touched = True
 
     def set_failure(self, error: str | None, failures: int, retry_at: float) -> None:
@@ -1299,6 +1344,7 @@ def _delete_ns_content(db: sqlite3.Connection, ns_id: int, keep_memories: bool =
     ids = [int(r[0]) for r in db.execute(f"SELECT id FROM records WHERE ns=?{keep}", (ns_id,))]
     _delete_records(db, ids)
     db.execute("DELETE FROM messages WHERE ns=?", (ns_id,))
+    db.execute("DELETE FROM summary_versions WHERE ns=?", (ns_id,))
     return ids
 
 

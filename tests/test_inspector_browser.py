@@ -24,6 +24,7 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-ne
          "--disable-component-update", "--disable-sync", "--no-first-run"]
 LENA = "When and where is Lena's wedding?"
 FACT = "Lena is getting married in Porto"
+BADGE = "My badge number is 31337"
 
 
 def _free_port() -> int:
@@ -33,7 +34,7 @@ def _free_port() -> int:
 
 
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing: run scripts/ensure_chromium.sh")
-def test_query_explain_forget_and_screenshot_in_chromium(tmp_path: Path) -> None:
+def test_query_explain_forget_pin_and_screenshot_in_chromium(tmp_path: Path) -> None:
     from rich.console import Console
 
     from langmem_tiers.cli.demo import run_demo
@@ -63,6 +64,10 @@ def test_query_explain_forget_and_screenshot_in_chromium(tmp_path: Path) -> None
             assert hit.count() == 1
             assert hit.locator("td.num").nth(1).text_content() == "1"  # keyword rank 1
             page.screenshot(path=str(shot))
+            # The summary's version history is on the page, collapsed (the forget below must empty it
+            # of the fact: the page's content is checked whole, collapsed parts included).
+            assert page.locator("#summary-history li.version").count() >= 1
+            assert page.get_attribute("#summary-history", "open") is None
 
             hit.locator("a.forget").click()
             page.wait_for_selector("text=This cannot be undone.")
@@ -71,6 +76,18 @@ def test_query_explain_forget_and_screenshot_in_chromium(tmp_path: Path) -> None
             page.wait_for_selector("text=forgot record")
             assert page.locator("#hits tr.hit", has_text=FACT).count() == 0
             assert FACT not in (page.content())  # gone from the hits, the timeline and the summary
+
+            # Pin a memory and see it marked.
+            page.fill("#panel-memories input[name=text]", BADGE)
+            page.click("#panel-memories button:text-is('Remember')")
+            page.wait_for_selector("text=remembered record")
+            row = page.locator("#panel-memories li", has_text=BADGE)
+            assert row.locator(".badge.pin").count() == 0
+            row.locator("button.pin").click()
+            page.wait_for_selector("text=pinned record")
+            row = page.locator("#panel-memories li", has_text=BADGE)
+            assert row.locator(".badge.pin").text_content() == "pinned"
+            assert row.locator("button.pin").text_content() == "unpin"
         finally:
             browser.close()
     assert shot.stat().st_size > 10_000

@@ -1,4 +1,5 @@
-"""The JSON API: add, context, search, remember, forget, stats (and sessions), with its OpenAPI schema.
+"""The JSON API: add, context, search, remember, forget, pin, stats, summary history (and sessions), with its
+OpenAPI schema.
 
 Every call names its session in the body (POST) or the query (GET): ``session_id`` and, where the
 session has them, ``user_id`` and ``agent_id``. Authentication: ``Authorization: Bearer TOKEN``
@@ -141,11 +142,36 @@ class Api:
         self.deployment.forgotten()
         return JSONResponse({"removed": removed})
 
+    async def pin(self, request: Request) -> Response:
+        data = await self._body(request, mutation=True)
+        allowed = (*SESSION_FIELDS, "record_id", "pinned")
+        memory = self._memory(data, allowed)
+        record_id = data.get("record_id")
+        if isinstance(record_id, bool) or not isinstance(record_id, int) or record_id < 1:
+            raise ApiError(400, "bad_field", f"record_id ({record_id!r:.40}) must be a record id (a positive integer)")
+        pinned = data.get("pinned", True)
+        if not isinstance(pinned, bool):
+            raise ApiError(400, "bad_field", f"pinned must be true (pin) or false (unpin); got {pinned!r:.40}")
+        # A record of another user (or of another anonymous session) is refused by the core: ConfigError, 400.
+        changed = await run_in_threadpool(memory.pin, record_id, pinned)
+        return JSONResponse({"record_id": record_id, "pinned": pinned, "changed": changed})
+
     def stats(self, request: Request) -> Response:
         q = request.query_params
         allowed = SESSION_FIELDS
         memory = self._memory({k: v for k, v in q.items() if k != "token"}, allowed)
         return JSONResponse(_jsonable(asdict(memory.stats())))
+
+    def summary_history(self, request: Request) -> Response:
+        params = {k: v for k, v in request.query_params.items() if k != "token"}
+        limit_text = params.pop("limit", None)
+        limit = None
+        if limit_text is not None:
+            if not (limit_text.isdecimal() and limit_text.isascii()):
+                raise ApiError(400, "bad_field", f"limit ({limit_text!r:.40}) must be an integer >= 0")
+            limit = int(limit_text)
+        memory = self._memory(params, SESSION_FIELDS)
+        return JSONResponse({"versions": [asdict(v) for v in memory.summary_history(limit)]})
 
     def sessions(self, request: Request) -> Response:
         return JSONResponse({"sessions": [_ns(ns) for ns in self.deployment.sessions()]})

@@ -45,14 +45,17 @@ def create_app(settings: InspectorSettings, deployment: Deployment) -> Starlette
         Route("/session/forget", pages.confirm_forget, methods=["GET"]),
         Route("/session/forget", read_only_refusal(pages.forget), methods=["POST"]),
         Route("/session/remember", read_only_refusal(pages.remember), methods=["POST"]),
+        Route("/session/pin", read_only_refusal(pages.pin), methods=["POST"]),
         Route("/api/openapi.json", openapi),
         Route("/api/sessions", api.sessions),
         Route("/api/stats", api.stats),
+        Route("/api/summary_history", api.summary_history),
         Route("/api/add", api.add, methods=["POST"]),
         Route("/api/context", api.context, methods=["POST"]),
         Route("/api/search", api.search, methods=["POST"]),
         Route("/api/remember", api.remember, methods=["POST"]),
         Route("/api/forget", api.forget, methods=["POST"]),
+        Route("/api/pin", api.pin, methods=["POST"]),
         Mount("/static", StaticFiles(directory=str(Path(__file__).with_name("static"))), name="static"),
     ]
 

@@ -47,6 +47,11 @@ def schema(version: str) -> dict[str, Any]:
                     "tool_calls": {"type": "array"}, "tool_call_id": {"type": "string"},
                     "metadata": {"type": "object"}, "created_at": {"type": "number"},
                     "key": {"type": "string", "description": "idempotency key: a retry is not stored twice"}}},
+                "SummaryVersion": {"type": "object", "properties": {
+                    "version": {"type": "integer", "description": "the session's summary_version when saved"},
+                    "text": {"type": "string"}, "tokens": {"type": "integer"},
+                    "cursor": {"type": "integer", "description": "the last message id folded into it"},
+                    "created_at": {"type": "number"}}},
                 "RecallHit": {"type": "object", "properties": {
                     "record_id": {"type": "integer"}, "kind": {"type": "string"}, "text": {"type": "string"},
                     "score": {"type": "number"},
@@ -82,6 +87,24 @@ def schema(version: str) -> dict[str, Any]:
                                  {"target": {"oneOf": [{"type": "integer", "minimum": 1},
                                                        {"enum": ["session", "user", "agent"]}]}}, ["target"],
                                  {"type": "object", "properties": {"removed": {"type": "integer"}}}),
+            "/api/pin": _post("Pin a record of the session's user (pinned: false unpins); another user's is refused",
+                              {"record_id": {"type": "integer", "minimum": 1},
+                               "pinned": {"type": "boolean", "default": True}}, ["record_id"],
+                              {"type": "object", "properties": {
+                                  "record_id": {"type": "integer"}, "pinned": {"type": "boolean"},
+                                  "changed": {"type": "boolean", "description": "false: it already was"}}}),
+            "/api/summary_history": {"get": {
+                "summary": "The saved versions of the session's rolling summary, newest first",
+                "security": [{"token": []}],
+                "parameters": [*({"name": name, "in": "query", "required": name == "session_id", "schema": _ID}
+                                 for name in SESSION_FIELDS),
+                               {"name": "limit", "in": "query", "required": False,
+                                "schema": {"type": "integer", "minimum": 0},
+                                "description": "at most this many (default: every kept version)"}],
+                "responses": {"200": {"description": "the versions", "content": {"application/json": {
+                    "schema": {"type": "object", "properties": {"versions": {
+                        "type": "array", "items": {"$ref": "#/components/schemas/SummaryVersion"}}}}}}},
+                    **_ERRORS}}},
             "/api/stats": {"get": {
                 "summary": "A session's tiers (counts, tokens, summary cursor, index backlog)",
                 "security": [{"token": []}],

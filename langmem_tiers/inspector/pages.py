@@ -22,6 +22,7 @@ TEMPLATES = Jinja2Templates(directory=str(Path(__file__).with_name("templates"))
 TEMPLATES.env.filters["when"] = views.when
 TEMPLATES.env.filters["part"] = views.score_part
 SESSIONS_PER_PAGE = 50
+SUMMARY_VERSIONS_SHOWN = 50  # the journal keeps MemoryConfig.summary_history versions (20 by default)
 
 
 def session_query(ns: Namespace, **extra: Any) -> str:
@@ -80,6 +81,7 @@ class Pages:
         page = views.timeline(memory, after, self.settings.page_size, recalled)
         return self.render(request, "session.html", ns=ns, page=page, result=result, query=query,
                            memories=views.memories(memory), tier_labels=views.TIER_LABELS,
+                           history=memory.summary_history(SUMMARY_VERSIONS_SHOWN),
                            plot_query=session_query(ns, v=page.version),
                            stats_fields=[(k, v) for k, v in vars(page.stats).items()
                                          if k not in ("session", "metrics")],
@@ -135,6 +137,23 @@ class Pages:
                                                                     key=key))
         return RedirectResponse(f"/session?{session_query(ns, notice=f'remembered record {record_id}')}",
                                 status_code=303)
+
+    async def pin(self, request: Request) -> Response:
+        form = await request.form()
+        refusal = check_csrf(request, self.settings, _text(form.get("csrf")))
+        if refusal is not None:
+            return refusal
+        ns = self._ns(request)
+        memory = self.deployment.handle(ns)
+        target = _target(_text(form.get("target")) or "")
+        if not isinstance(target, int):
+            raise ConfigError(f"target ({target!r}) must be the id of a memory to pin or unpin")
+        wanted = _text(form.get("pinned"))
+        if wanted not in ("yes", "no"):
+            raise ConfigError(f"pinned ({wanted!r:.20}) must be 'yes' (pin) or 'no' (unpin)")
+        await run_in_threadpool(memory.pin, target, wanted == "yes")
+        notice = f"{'pinned' if wanted == 'yes' else 'unpinned'} record {target}"
+        return RedirectResponse(f"/session?{session_query(ns, notice=notice)}#panel-memories", status_code=303)
 
     async def forget(self, request: Request) -> Response:
         form = await request.form()

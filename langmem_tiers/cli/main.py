@@ -13,6 +13,8 @@ from langmem_tiers.errors import ConfigError, InvalidMessageError, LangmemTiersE
 from langmem_tiers.messages import Message, make_message
 
 DEFAULT_PATH = "langmem-demo"
+KEYRING_HELP = ("the key folder of an encrypted journal (TieredMemory.open(keyring=FOLDER); a memory opened "
+                "with keyring=True keeps it in PATH/keys); an unencrypted memory opened with it seals new text")
 
 
 def _memory(args: argparse.Namespace, *, vectors: bool = True, **extra: Any) -> Any:
@@ -20,8 +22,24 @@ def _memory(args: argparse.Namespace, *, vectors: bool = True, **extra: Any) -> 
 
     _check_path(args.path)
     embedder: Any = False if not vectors or getattr(args, "no_vectors", False) else None
+    keyring = check_keyring(args.keyring)
+    if keyring is not None:
+        extra.setdefault("keyring", keyring)
     return TieredMemory.open(args.path, session_id=args.session, user_id=args.user, agent_id=args.agent,
                              embedder=embedder, chroma=args.chroma, **extra)
+
+
+def check_keyring(folder: str | None) -> Path | None:
+    """``--keyring FOLDER``: the key folder of an encrypted journal; it must exist (a misspelled
+    folder would otherwise become a new, empty keyring, and every sealed text unreadable)."""
+    if folder is None:
+        return None
+    path = Path(folder)
+    if not path.is_dir():
+        raise ConfigError(f"--keyring ({folder}) is not a folder: pass the key folder the journal was written with "
+                          "(TieredMemory.open(..., keyring=FOLDER)); to start an encrypted memory, create it first "
+                          "(mkdir -m 700 FOLDER)")
+    return path
 
 
 def _check_path(path: str) -> None:
@@ -196,9 +214,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from langmem_tiers.inspector.settings import InspectorSettings
 
     _check_path(args.path)
+    keyring = check_keyring(args.keyring)
     serve(InspectorSettings.resolve(args.path, token=args.token, host=args.host, port=args.port, chroma=args.chroma,
                                     read_only=args.read_only, user=args.user, vectors=not args.no_vectors,
-                                    allow_hosts=tuple(args.allow_host or ())))
+                                    allow_hosts=tuple(args.allow_host or ()),
+                                    keyring=None if keyring is None else str(keyring)))
     return 0
 
 
@@ -213,6 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--agent", default=None)
         p.add_argument("--chroma", default=None, help="Chroma server URL, e.g. http://127.0.0.1:8000")
         p.add_argument("--no-vectors", action="store_true", help="keyword recall only (no embedding model)")
+        p.add_argument("--keyring", default=None, metavar="FOLDER", help=KEYRING_HELP)
 
     p = sub.add_parser("demo", help="run the offline demo conversation through a small budget")
     p.add_argument("--path", default=DEFAULT_PATH)
@@ -281,6 +302,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--user", default=None, help="restrict the whole server to this user's data")
     p.add_argument("--allow-host", action="append", help="another Host name browsers may use (repeatable)")
     p.add_argument("--no-vectors", action="store_true", help="keyword recall only (no embedding model)")
+    p.add_argument("--keyring", default=None, metavar="FOLDER", help=KEYRING_HELP)
     p.set_defaults(func=cmd_serve)
 
     # Listed for --help; main() hands `eval ...` to the harness's own parser before this one runs.

@@ -52,6 +52,8 @@ class Deployment:
     def open(cls, settings: InspectorSettings, **memory_options: Any) -> Deployment:
         if not settings.vectors:
             memory_options.setdefault("embedder", False)
+        if settings.keyring is not None:  # an encrypted journal: without its keys every read fails
+            memory_options.setdefault("keyring", settings.keyring)
         root = TieredMemory.open(settings.path, session_id=ROOT_SESSION, user_id=settings.user,
                                  chroma=settings.chroma, **memory_options)
         return cls(settings, root)

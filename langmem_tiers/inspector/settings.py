@@ -25,6 +25,8 @@ class InspectorSettings:
 
     ``token`` is always set after :meth:`resolve` (generated when neither ``--token`` nor
     the environment gives one). ``user`` restricts the whole server to one user's data.
+    ``keyring`` is the key folder of an encrypted journal (``--keyring``), passed to
+    ``TieredMemory.open(keyring=...)``.
     """
 
     path: str
@@ -39,6 +41,7 @@ class InspectorSettings:
     allow_hosts: tuple[str, ...] = ()
     page_size: int = 100
     extra_hosts: frozenset[str] = field(default_factory=frozenset)
+    keyring: str | None = None
 
     @classmethod
     def resolve(cls, path: str, *, token: str | None = None, host: str = "127.0.0.1", port: int = 8765,
@@ -60,6 +63,10 @@ class InspectorSettings:
         user = options.pop("user", None)
         if user is not None and (not isinstance(user, str) or not user):
             raise ConfigError(f"--user ({user!r}) must be a non-empty user id")
+        keyring = options.get("keyring")
+        if keyring is not None and not (isinstance(keyring, str) and Path(keyring).is_dir()):
+            raise ConfigError(f"--keyring ({keyring!r}) is not a folder: pass the key folder the journal was "
+                              "written with")
         return cls(path=path, host=host, port=port, token=given or secrets.token_urlsafe(24),
                    token_given=given is not None, user=user, extra_hosts=_host_names(host),
                    **options)  # type: ignore[arg-type]

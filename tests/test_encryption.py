@@ -101,9 +101,20 @@ def test_sqlite_files_hold_no_plaintext_while_running(tmp_path: Path) -> None:
         assert all(raw_count(journal_files(plain_folder), plain_words).values())
         assert plain.summary
         assert plain.facts()
+        assert plain.summary_history()
     with open_memory(secret_folder, keyring=True) as memory:
         words = fill(memory, "zorb")
         assert memory.summary, "the summary exists"
+        # The summary's version history opens with the key, and is stored sealed like the summary.
+        history = memory.summary_history()
+        assert history[0].text == memory.summary
+        db = sqlite3.connect(secret_folder / JOURNAL_FILE)
+        try:
+            stored = [str(r[0]) for r in db.execute("SELECT text FROM summary_versions")]
+        finally:
+            db.close()
+        assert len(stored) == len(history)
+        assert all(t.startswith(PREFIX) for t in stored)
         assert len(memory.facts()) >= 2, "extracted and explicit memories exist"
         counts = raw_count(journal_files(secret_folder), [*words, "locker", "copper", "harbor", "drawer_item",
                                                           "locker_code"])
@@ -350,12 +361,16 @@ def test_postgres_rows_are_ciphertext_and_shredded(pg_url: str, tmp_path: Path) 
         words = fill(memory, "pgzo")
         assert memory.summary
         assert memory.facts()
+        assert memory.summary_history()[0].text == memory.summary
         hits = memory.search(words[0], k=2)
         assert hits, "keyword search through blind tokens and ts_rank"
         assert words[0] in hits[0].text
         with psycopg.connect(pg_url, autocommit=True) as conn:
             conn.execute(f'SET search_path TO "{schema}"')
             assert _plaintext_rows(conn, words) == 0
+            history = [str(r[0]) for r in conn.execute("SELECT text FROM summary_versions")]
+            assert history
+            assert all(t.startswith(PREFIX) for t in history)
             tsv = " ".join(str(r[0]) for r in conn.execute("SELECT tsv::text FROM records"))
             assert tsv
             assert not any(w in tsv for w in [*words, "locker", "harbor", "copper"])
@@ -366,6 +381,7 @@ def test_postgres_rows_are_ciphertext_and_shredded(pg_url: str, tmp_path: Path) 
             before = snapshot.execute("SELECT content FROM messages ORDER BY id").fetchall()
             memory.forget("user", physical=False)
             assert conn.execute("SELECT count(*) FROM messages").fetchone() == (0,)
+            assert conn.execute("SELECT count(*) FROM summary_versions").fetchone() == (0,)
             after = snapshot.execute("SELECT content FROM messages ORDER BY id").fetchall()
             snapshot.close()
         assert after == before, "the old snapshot still sees the deleted rows"
@@ -421,7 +437,8 @@ def _keyword_recall(journal: Any) -> Any:
 def _plaintext_rows(conn: Any, words: list[str]) -> int:
     """Rows of any text column that hold one of the words in plaintext."""
     columns = {"messages": ("content", "name", "metadata", "tool_calls::text"),
-               "records": ("text", "metadata", "tags", "key", "terms"), "state": ("summary",)}
+               "records": ("text", "metadata", "tags", "key", "terms"), "state": ("summary",),
+               "summary_versions": ("text",)}
     total = 0
     for table, cols in columns.items():
         for col in cols:

@@ -223,3 +223,20 @@ def test_summary_history_config_is_validated() -> None:
     with pytest.raises(ConfigError, match="summary_history"):
         MemoryConfig(summary_history=-1)
     assert MemoryConfig().summary_history == 20
+
+
+def test_an_encrypted_history_falls_back_and_opens(tmp_path: Path) -> None:
+    pytest.importorskip("cryptography", reason="the encryption extra is not installed")
+    config = MemoryConfig(**{**SMALL_CONFIG.__dict__, "summary_input_tokens": 60})
+    with TieredMemory.open(tmp_path, session_id="s", user_id="u", embedder=False, counter=WordCounter(),
+                           summarizer=RecordingSummarizer(), config=config, keyring=True) as memory:
+        _talk(memory, 12)
+        memory.flush()
+        versions = memory.summary_history()
+        turn = next(r for r in memory.journal.scoped_records([memory._ns_id], ["turn"])
+                    if min(r.message_ids) <= versions[0].cursor <= max(r.message_ids))
+        clean = next(v for v in versions if v.cursor < min(turn.message_ids))
+        memory.forget(turn.id)
+        # The clean version's sealed text became the summary as stored: it opens with the same key.
+        assert memory.summary == clean.text
+        assert memory.summary_history()[0] == clean

@@ -141,6 +141,32 @@ def test_forgotten_user_and_cleared_session_leave_no_byte_on_disk(embedded: dict
         assert all(kept_ids.values()), "kept vector ids not found: the scan cannot see Chroma's files"
 
 
+def test_forgotten_turn_leaves_no_summary_version_on_disk(tmp_path: Path) -> None:
+    """forget(turn id) erases its messages and every saved summary version that folded them; the
+    other turns stay (and the summary is re-folded from the newest version without it)."""
+    with TieredMemory.open(tmp_path, session_id="t1", user_id="user-turn-5521", embedder=False,
+                           counter=WordCounter(), config=CONFIG) as memory:
+        words = fill(memory, "tt")
+        # The turn a saved summary version quotes (the capped summary keeps the newest lines).
+        newest = memory.summary_history()[0]
+        i = next(i for i in range(TURNS) if needle("tt", i) in newest.text)
+        erased = [needle("tt", i), needle("tt", 100 + i)]  # that turn's question and answer
+        turn = next(r for r in memory.journal.scoped_records([memory._ns_id], ["turn"]) if erased[0] in r.text)
+        assert all(scan(tmp_path, erased).values()), "the scan must see the turn before erasure"
+        memory.forget(turn.id, physical=True)
+        memory.flush()
+        memory.compact()
+        history = memory.summary_history()
+        assert not [v for v in history if any(w in v.text for w in erased)]
+        found = scan(tmp_path, words)
+        kept = [w for w in words if w not in erased]
+        print(f"\n[erasure, one turn] erased words: {len(erased)}, raw copies left: "
+              f"{sum(found[w] for w in erased)}; kept words found: {sum(1 for w in kept if found[w])}/{len(kept)}; "
+              f"summary versions kept: {len(history)}")
+        assert not {w: found[w] for w in erased if found[w]}, "the erased turn is still on disk"
+        assert all(found[w] for w in kept), "the other turns must still be found"
+
+
 def test_erase_report_is_clean_after_physical_forget(embedded: dict[str, TieredMemory]) -> None:
     words = {key: fill(memory, key) for key, memory in embedded.items()}
     memory = embedded["a1"]
@@ -186,7 +212,8 @@ def live_copies(url: str, words: Iterable[str]) -> dict[str, int]:
         tables = [r[0] for r in conn.execute(
             "SELECT table_name FROM information_schema.tables WHERE table_schema='langmem_tiers' "
             "AND table_type='BASE TABLE'").fetchall()]
-        assert {"messages", "records", "namespaces", "state"} <= set(tables)
+        # summary_versions: the rolling summary's history (schema v7) holds text too.
+        assert {"messages", "records", "namespaces", "state", "summary_versions"} <= set(tables)
         counts = {}
         for word in words:
             counts[word] = sum(int(conn.execute(

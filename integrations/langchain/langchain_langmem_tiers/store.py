@@ -431,8 +431,7 @@ class TieredStore(BaseStore):
         journal = self.memory.journal
         named_users = {ns.user_id for _, ns in journal.namespaces()
                        if ns.session_id == self.session_id and not ns.agent_id and ns.user_id}
-        users: list[str | None] = sorted(named_users)
-        return users
+        return [*sorted(named_users)]
 
     # --- reads ---------------------------------------------------------------------
 

@@ -25,7 +25,7 @@ from langmem_tiers.errors import (
     TokenizerUnavailableError,
     VectorStoreLockedError,
 )
-from langmem_tiers.journal.base import Namespace
+from langmem_tiers.journal.base import Namespace, SummaryVersion
 from langmem_tiers.keyring import FolderKeyRing, KeyRing
 from langmem_tiers.memory import Stats, TieredMemory
 from langmem_tiers.memory_types.working import WorkingItem, WorkingMemory
@@ -45,7 +45,7 @@ __all__ = [
     "KeyUnavailableError", "LangmemTiersError", "MemoryClosedError", "MemoryConfig",
     "MemoryMetrics", "Message", "MetricsSnapshot", "MissingDependencyError", "Namespace", "Omission", "RecallError",
     "RecallHit", "SchemaVersionError", "SessionErasedError", "Stats", "Summarizer", "SummarizerError",
-    "SummaryRequest", "SummaryResult", "TierFigures", "TierTokens", "TieredMemory", "TiktokenCounter",
+    "SummaryRequest", "SummaryResult", "SummaryVersion", "TierFigures", "TierTokens", "TieredMemory", "TiktokenCounter",
     "TokenCounter", "TokenizerUnavailableError", "ToolCall", "Triple", "VectorStoreLockedError", "WordCounter",
     "WorkingItem", "WorkingMemory",
 ]

@@ -492,6 +492,13 @@ class TieredMemory:
         if self.recall is not None:
             await self._drivers.run_async(self.recall.flush_flow())
 
+    def index_soon(self) -> None:
+        """Index records written straight to :attr:`journal` (e.g. by ``TieredStore``) as :meth:`add`
+        indexes its own: the background indexer embeds them when ``background_index`` is on, otherwise
+        (or keyword-only recall) they are indexed now. Unlike :meth:`flush`, never waits for vectors."""
+        self._check_open()
+        self._index_after_write(sync=True)
+
     # --- reading --------------------------------------------------------------
 
     def context(self, query: str | None = None, budget: int | None = None) -> Context:
@@ -1003,7 +1010,8 @@ class TieredMemory:
         try:
             ns_ids = yield Blocking(self._user_ns_ids)
             erased: int = yield from expiry.erase_expired_flow(self.journal, self.recall, ns_ids, self.clock(),
-                                                               [*MEMORY_KINDS, fields.WORKING_KIND])
+                                                               [*MEMORY_KINDS, fields.WORKING_KIND,
+                                                                expiry.STORE_ITEM_KIND])
             self.metrics.observe_expired(erased)
         except Exception:  # a write committed before the sweep: never report it as failed
             log.exception("the expiry sweep failed; expired memories stay filtered out until the next one")
@@ -1106,8 +1114,10 @@ class TieredMemory:
         now = time.time()
         clock_now = self.clock()
         doomed = []
-        for r in self.journal.scoped_records(ns_ids, kinds):
-            if expired and expiry.sweepable([r], clock_now):
+        records = self.journal.scoped_records(ns_ids, kinds)
+        swept = {r.id for r in expiry.sweepable(records, clock_now)} if expired else set()
+        for r in records:
+            if r.id in swept:
                 doomed.append(r)
                 continue
             if r.pinned:

@@ -405,8 +405,8 @@ def test_other_bad_input_gets_typed_errors(tmp_path: Path) -> None:
             store.put(("memories", "ada"), "k", {"x": math.nan})
         with pytest.raises(InvalidMessageError, match="JSON"):
             store.put(("memories", "ada"), "k", {"x": object()})
-        with pytest.raises(NotImplementedError, match="TTL"):
-            store.put(("memories", "ada"), "k", {"a": 1}, ttl=5)
+        with pytest.raises(ConfigError, match="ttl"):
+            store.put(("memories", "ada"), "k", {"a": 1}, ttl=-5)
         with pytest.raises(ConfigError, match="limit"):
             store.search(("memories", "ada"), limit=-1)
         store.put(("memories", "ada"), "k", {"n": 1})
@@ -416,7 +416,7 @@ def test_other_bad_input_gets_typed_errors(tmp_path: Path) -> None:
             TieredStore(store.memory, user_index=-1)
         with pytest.raises(ConfigError, match="index"):
             TieredStore(store.memory, index={"embed": "openai:text-embedding-3-small"})
-        assert store.supports_ttl is False
+        assert store.supports_ttl is True  # TTL semantics: tests/test_langgraph_store_ttl.py
         # Nothing was half-written by the refusals.
         assert [(i.namespace, i.key, i.value) for i in store.search(())] == [(("memories", "ada"), "k", {"n": 1})]
     with pytest.raises(ConfigError, match="dims"):

@@ -13,8 +13,11 @@ erased (like ``forget(record_id)``: journal row, keyword index, vector) by
 **The sweep.** Without a thread of its own: the first write (``add``, ``remember``,
 ``working.set``, ...) after ``MemoryConfig.expiry_sweep_s`` seconds (by the clock) since the
 last sweep of that user in this process erases the user's expired memories of the core's
-memory kinds (``fact``, ``preference``, ``event``, ``skill``, ``note``, ``relation``) and working
-entries: it reads those rows of the user, never the conversation turns (which do not expire).
+memory kinds (``fact``, ``preference``, ``event``, ``skill``, ``note``, ``relation``), working
+entries and LangGraph store items (kind ``"store"``, ``TieredStore`` puts with a ``ttl``): it
+reads those rows of the user, never the conversation turns (which do not expire). A store item's
+superseded versions go with its expired current version (a store item expires whole, as a
+delete erases it whole).
 A memory of a kind of your own is filtered out when it expires like any other, and erased by
 ``cleanup(dry_run=False)``, which reads every kind. Handles made with ``for_session`` share
 one :class:`ExpirySweep`, so an app server sweeps each user once per interval, not once per
@@ -34,6 +37,8 @@ from langmem_tiers.journal.base import Journal, Namespace, Record
 from langmem_tiers.memory_types.fields import EXPIRES_AT, WORKING_KIND
 
 MAX_TRACKED_USERS = 4096  # users whose last sweep time is remembered (LRU): bounded memory
+STORE_ITEM_KIND = "store"
+"""The record kind of LangGraph store items (``langchain_langmem_tiers.TieredStore``), swept like memories."""
 R = TypeVar("R", bound=Record)
 
 
@@ -60,9 +65,15 @@ def live(records: Iterable[R], now: float) -> list[R]:
 
 
 def sweepable(records: Iterable[R], now: float) -> list[R]:
-    """What a sweep erases: expired records, and working rows a newer value superseded (``set``
-    deletes them at once; a process that died in between leaves them)."""
-    return [r for r in records if is_expired(r.metadata, now) or (r.kind == WORKING_KIND and r.valid_to is not None)]
+    """What a sweep erases: expired records, working rows a newer value superseded (``set``
+    deletes them at once; a process that died in between leaves them), and every version of a
+    store item whose current version expired (among ``records``: pass them all at once)."""
+    records = list(records)
+    expired_items = {(r.namespace, r.key) for r in records if r.kind == STORE_ITEM_KIND and r.key and r.valid_to is None
+                     and is_expired(r.metadata, now)}
+    return [r for r in records if is_expired(r.metadata, now)
+            or (r.kind == WORKING_KIND and r.valid_to is not None)
+            or (r.kind == STORE_ITEM_KIND and (r.namespace, r.key) in expired_items)]
 
 
 def erase_expired_flow(journal: Journal, recall: Any, ns_ids: Sequence[int], now: float,

@@ -33,7 +33,15 @@ How a store item maps onto the core:
   ``filter`` is equality on value fields and ``$eq/$ne/$gt/$gte/$lt/$lte``, as InMemoryStore.
 * **Batches** run reads before writes, and the last put of a key wins (InMemoryStore and PostgresStore
   alike).
-* **TTL** is not supported (``supports_ttl = False``): a ``ttl`` raises ``NotImplementedError``.
+* **TTL** (``supports_ttl = True``; LangGraph's semantics, ``ttl`` in minutes): ``open(..., ttl=TTLConfig)``
+  sets ``default_ttl`` (applied by ``put`` when it passes no ``ttl``), ``refresh_on_read`` (default True)
+  and ``sweep_interval_minutes``. A put with a ttl stores ``expires_at = clock() + ttl * 60`` in the
+  record's metadata, the core's expiry (:mod:`langmem_tiers.memory_types.expiry`, judged by the memory's
+  ``clock``): an expired item is never returned by get, search or list_namespaces; a get or search that
+  returns an item with a ttl (and ``refresh_ttl``) moves its expiry to ``clock() + ttl * 60`` (a move of
+  under a second is skipped, so a burst of reads writes once). Expired items, with their history, are
+  erased by :meth:`TieredStore.sweep_ttl`, by the first batch after ``sweep_interval_minutes`` (no thread
+  of its own), by the user's ``TieredMemory`` expiry sweep and by ``cleanup(dry_run=False)``.
 
 Example:
     >>> import tempfile
@@ -54,7 +62,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from types import TracebackType
@@ -73,6 +81,7 @@ from langgraph.store.base import (
     Result,
     SearchItem,
     SearchOp,
+    TTLConfig,
     ensure_embeddings,
     get_text_at_path,
 )
@@ -88,17 +97,21 @@ from langmem_tiers import (
 from langmem_tiers import InvalidNamespaceError as CoreNamespaceError
 from langmem_tiers.embedders.base import Embedder
 from langmem_tiers.journal.base import NewRecord, Record
+from langmem_tiers.memory_types.expiry import STORE_ITEM_KIND, expires_at, is_expired
+from langmem_tiers.memory_types.fields import EXPIRES_AT
 
 log = logging.getLogger(__name__)
 
 STORE_SESSION = "langgraph-store"
 """The session id of a user's store items in the journal."""
-STORE_KIND = "store"
+STORE_KIND = STORE_ITEM_KIND
 """The record kind of store items (``TieredMemory.search(kinds=["store"])`` finds them)."""
 DEFAULT_MAX_USERS = 1024
 """Users whose item snapshot (and session handle) a store keeps in memory (least recently used out)."""
 _META = "store"  # the record metadata entry holding the item
 _OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")
+_TTL_KEYS = ("default_ttl", "refresh_on_read", "sweep_interval_minutes")
+_REFRESH_SLACK_S = 1.0  # a refresh moving the expiry by less than this is skipped (one write per burst)
 
 
 class StoreNamespaceError(InvalidNamespaceError, CoreNamespaceError):
@@ -118,6 +131,11 @@ class _Entry:
     indexed: bool
     position: tuple[float, int]  # (first put time, first record id): the item's place in its namespace
     ns_position: tuple[float, int]  # when the namespace last became non-empty: its place among namespaces
+    expires_at: float | None = None  # metadata["expires_at"]: unix seconds, by the memory's clock
+    ttl: float | None = None  # minutes, as put; what a refresh on read adds to the clock
+
+    def expired(self, now: float) -> bool:
+        return self.expires_at is not None and is_expired({EXPIRES_AT: self.expires_at}, now)
 
     def item(self, score: float | None = None, *, search: bool = False) -> Item:
         created, updated = _when(self.created_at), _when(self.updated_at)
@@ -145,14 +163,16 @@ class _Snapshot:
             if record.kind != STORE_KIND or not record.key or not isinstance(meta, Mapping):
                 continue
             if record.valid_to is None:
-                snapshot.add(_entry(record.id, record.created_at, meta), record.key)
+                entry = _entry(record.id, record.created_at, meta, expires_at(record.metadata))
+                snapshot.add(entry, record.key)
             else:
                 snapshot.versions.setdefault(record.key, []).append(record.id)
         return snapshot
 
-    def entries(self) -> Iterable[_Entry]:
+    def entries(self, now: float) -> Iterable[_Entry]:
+        """The items that have not expired at ``now``."""
         for by_key in self.items.values():
-            yield from by_key.values()
+            yield from (e for e in by_key.values() if not e.expired(now))
 
     def records(self) -> int:
         """Records of the items, superseded versions included (recall may return those too)."""
@@ -192,6 +212,8 @@ class TieredStore(BaseStore):
             embedder); the constructor refuses them, since the memory's embedder is fixed already.
         session_id: the journal session id of the store's items (per user).
         max_users: users whose snapshot the store keeps in memory.
+        ttl: LangGraph's ``TTLConfig`` (``default_ttl`` minutes, ``refresh_on_read``,
+            ``sweep_interval_minutes``); expiry is judged by ``memory.clock`` (see the module docstring).
 
     Example:
         >>> import tempfile
@@ -202,11 +224,12 @@ class TieredStore(BaseStore):
         >>> store.close()
     """
 
-    supports_ttl = False
+    supports_ttl = True
 
     def __init__(self, memory: TieredMemory, *, user_index: int | None = None,
                  index: IndexConfig | None = None, session_id: str = STORE_SESSION,
-                 max_users: int = DEFAULT_MAX_USERS, owns_memory: bool = False) -> None:
+                 max_users: int = DEFAULT_MAX_USERS, owns_memory: bool = False,
+                 ttl: TTLConfig | None = None) -> None:
         if not isinstance(memory, TieredMemory):
             raise ConfigError(f"memory must be a TieredMemory; got {type(memory).__name__}")
         if user_index is not None and (isinstance(user_index, bool) or not isinstance(user_index, int)
@@ -221,6 +244,7 @@ class TieredStore(BaseStore):
                               "elsewhere has already: use TieredStore.open(path, index=...), or pass only "
                               "index={'fields': [...]}")
         Namespace.of(session_id)  # the same id rules as any session
+        self.ttl_config = _ttl_config(ttl)
         self.memory = memory
         self.user_index = user_index
         self.session_id = session_id
@@ -232,12 +256,14 @@ class TieredStore(BaseStore):
         self._snapshots: OrderedDict[str | None, _Snapshot] = OrderedDict()
         self._handles: OrderedDict[str | None, TieredMemory] = OrderedDict()
         self._closed = False
+        self._last_sweep: list[float | None] = [None]  # shared with for_user views: one sweep per interval
 
     @classmethod
     def open(cls, path: str | Path, *, config: MemoryConfig | None = None,
              embedder: Embedder | bool | None = None, chroma: Any = None,
              user_index: int | None = None, index: IndexConfig | None = None,
-             session_id: str = STORE_SESSION, max_users: int = DEFAULT_MAX_USERS) -> TieredStore:
+             session_id: str = STORE_SESSION, max_users: int = DEFAULT_MAX_USERS,
+             ttl: TTLConfig | None = None) -> TieredStore:
         """Open (or create) a store on a folder (SQLite journal + embedded Chroma) or a ``postgresql://`` URL.
 
         Args:
@@ -246,13 +272,14 @@ class TieredStore(BaseStore):
             index: LangGraph's index configuration: ``fields`` (the indexed text), ``embed`` (a LangChain
                 ``Embeddings``, an embedding function or a provider string; it becomes the recall embedder,
                 so do not pass ``embedder`` too) and ``dims`` (checked against the embedder).
-            user_index / session_id / max_users: see the class.
+            user_index / session_id / max_users / ttl: see the class.
 
         Raises:
             ConfigError: ``index["embed"]`` together with ``embedder``, or ``dims`` that do not match the
                 embedder's vectors.
         """
         index = dict(index) if index is not None else None  # type: ignore[assignment]
+        _ttl_config(ttl)  # refused before anything is opened
         if index is not None and index.get("embed") is not None:
             if embedder not in (None, True):
                 raise ConfigError("pass either embedder= or index['embed'], not both: they both choose the "
@@ -271,7 +298,7 @@ class TieredStore(BaseStore):
                 raise ConfigError(f"index['dims'] ({dims!r}) does not match the embedder ({have}): drop "
                                   "dims or pass the embedder that makes vectors of that size")
             return cls(memory, user_index=user_index, index=index, session_id=session_id, max_users=max_users,
-                       owns_memory=True)
+                       owns_memory=True, ttl=ttl)
         except BaseException:
             memory.close()
             raise
@@ -287,8 +314,9 @@ class TieredStore(BaseStore):
                               "the user id)")
         user = _user_id(user_id)
         view = TieredStore(self.memory, user_index=self.user_index, index={"fields": list(self.fields)},
-                           session_id=self.session_id, max_users=self.max_users)
+                           session_id=self.session_id, max_users=self.max_users, ttl=self.ttl_config)
         view._bound = user
+        view._last_sweep = self._last_sweep
         return view
 
     # --- BaseStore ---------------------------------------------------------------
@@ -303,26 +331,60 @@ class TieredStore(BaseStore):
         results: list[Result] = []
         writes: dict[tuple[tuple[str, ...], str], PutOp] = {}
         with self._lock:
+            self._sweep_if_due()
+            now = self.memory.clock()  # one instant per batch: expiry is judged once
             for op in ops:
                 if isinstance(op, GetOp):
-                    results.append(self._get(op))
+                    results.append(self._get(op, now))
                 elif isinstance(op, SearchOp):
-                    results.append(self._search(op))
+                    results.append(self._search(op, now))
                 elif isinstance(op, ListNamespacesOp):
-                    results.append(self._list_namespaces(op))
+                    results.append(self._list_namespaces(op, now))
                 else:
                     assert isinstance(op, PutOp)
                     writes.pop((op.namespace, op.key), None)
                     writes[(op.namespace, op.key)] = op
                     results.append(None)
             for op in writes.values():
-                self._put(op)
+                self._put(op, now)
         return results
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         # The journal, recall and embedder calls block: one worker thread runs the sync batch, so the
         # event loop never waits on disk or the embedding model.
         return await asyncio.to_thread(self.batch, list(ops))
+
+    def sweep_ttl(self) -> int:
+        """Erase every expired item this store (or view) can see, with its history (journal, keyword
+        index and vectors, as a delete). Returns how many items went."""
+        self._check_open()
+        with self._lock:
+            now = self.memory.clock()
+            self._last_sweep[0] = now
+            erased = 0
+            for user in self._users(()):
+                items = self._snapshot(user).items.values()
+                for entry in [e for by_key in items for e in by_key.values() if e.expired(now)]:
+                    self._erase(user, self._snapshot(user), entry.namespace, entry.key)
+                    erased += 1
+            return erased
+
+    async def asweep_ttl(self) -> int:
+        return await asyncio.to_thread(self.sweep_ttl)
+
+    def _sweep_if_due(self) -> None:
+        """The periodic sweep of ``sweep_interval_minutes``, run by the first batch once it is due."""
+        interval = (self.ttl_config or {}).get("sweep_interval_minutes")
+        if not interval:
+            return
+        last, now = self._last_sweep[0], self.memory.clock()
+        if last is None:
+            self._last_sweep[0] = now  # the interval counts from the store's first batch
+        elif now - last >= interval * 60:
+            try:
+                self.sweep_ttl()
+            except Exception:  # expired items stay filtered out; the next due batch retries
+                log.exception("the TTL sweep of the store failed")
 
     # --- lifecycle -----------------------------------------------------------------
 
@@ -369,8 +431,7 @@ class TieredStore(BaseStore):
                     _check_put_namespace(op.namespace)
                     _json_value(op.value)  # before any op of the batch runs: nothing is half-written
                 if op.ttl is not None:
-                    raise NotImplementedError("TTL is not supported by TieredStore: put with ttl=None (items "
-                                              "stay until deleted or forgotten)")
+                    _check_minutes(op.ttl, "ttl")
                 if op.index is not None and op.index is not False and (
                         isinstance(op.index, str) or not all(isinstance(f, str) for f in op.index)):
                     raise ConfigError(f"index ({op.index!r:.80}) must be False, None or a list of field "
@@ -435,16 +496,39 @@ class TieredStore(BaseStore):
 
     # --- reads ---------------------------------------------------------------------
 
-    def _get(self, op: GetOp) -> Item | None:
-        snapshot = self._snapshot(self._user_of(op.namespace, writing=False))
-        entry = snapshot.items.get(op.namespace, {}).get(op.key)
-        return entry.item() if entry is not None else None
+    def _get(self, op: GetOp, now: float) -> Item | None:
+        user = self._user_of(op.namespace, writing=False)
+        entry = self._snapshot(user).items.get(op.namespace, {}).get(op.key)
+        if entry is None or entry.expired(now):
+            return None
+        if op.refresh_ttl:
+            self._refresh(user, entry, now)
+        return entry.item()
 
-    def _search(self, op: SearchOp) -> list[SearchItem]:
+    def _refresh(self, user: str | None, entry: _Entry, now: float) -> None:
+        """Move an item's expiry to ``now + ttl`` (LangGraph's refresh on read): a metadata update of
+        its current record."""
+        if entry.ttl is None or entry.expires_at is None:
+            return
+        new = now + entry.ttl * 60
+        if new - entry.expires_at < _REFRESH_SLACK_S:
+            return
+        journal = self.memory.journal
+        record = next(iter(journal.records([entry.record_id])), None)
+        if record is None or record.valid_to is not None:
+            return  # superseded or deleted meanwhile: the newer version has its own expiry
+        snapshot = self._snapshot(user)
+        handle = self._handle(user)
+        metadata = {**record.metadata, EXPIRES_AT: new}
+        self._write(user, snapshot, lambda: journal.update_record(entry.record_id, metadata=metadata),
+                    lambda s: s.add(replace(entry, expires_at=new), record.key or ""))
+        handle.index_soon()  # the vector store's copy of the metadata follows through the outbox
+
+    def _search(self, op: SearchOp, now: float) -> list[SearchItem]:
         prefix = tuple(op.namespace_prefix)
         found: list[tuple[str | None, _Entry]] = []
         for user in self._users(prefix):
-            found += [(user, e) for e in self._snapshot(user).entries()
+            found += [(user, e) for e in self._snapshot(user).entries(now)
                       if e.namespace[:len(prefix)] == prefix and _matches(e.value, op.filter)]
         found.sort(key=lambda ue: _order(ue[1]))
         wanted = op.offset + op.limit
@@ -457,6 +541,10 @@ class TieredStore(BaseStore):
         ranked = sorted((e for _, e in found if e.record_id in scored), key=lambda e: -scored[e.record_id])
         rest = [e for _, e in found if e.record_id not in scored]
         page = [*ranked, *rest][op.offset:wanted]
+        if op.refresh_ttl:
+            users = {e.record_id: u for u, e in found}
+            for e in page:
+                self._refresh(users[e.record_id], e, now)
         return [e.item(scored.get(e.record_id), search=True) for e in page]  # type: ignore[misc]
 
     def _recall(self, user: str | None, query: str, candidates: set[int], wanted: int) -> dict[int, float]:
@@ -472,14 +560,14 @@ class TieredStore(BaseStore):
                 return scores
             k = min(k * 4, total)
 
-    def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
+    def _list_namespaces(self, op: ListNamespacesOp, now: float) -> list[tuple[str, ...]]:
         prefix: tuple[str, ...] = ()
         for condition in op.match_conditions or ():
             if condition.match_type == "prefix":
                 prefix = tuple(condition.path)
         names: set[tuple[str, ...]] = set()
         for user in self._users(prefix):
-            names |= {ns for ns, by_key in self._snapshot(user).items.items() if by_key}
+            names |= {e.namespace for e in self._snapshot(user).entries(now)}
         matching = [ns for ns in names if all(_namespace_matches(c, ns) for c in op.match_conditions or ())]
         if op.max_depth is not None:
             matching = list({ns[:op.max_depth] for ns in matching})
@@ -504,17 +592,22 @@ class TieredStore(BaseStore):
 
     # --- writes --------------------------------------------------------------------
 
-    def _put(self, op: PutOp) -> None:
+    def _erase(self, user: str | None, snapshot: _Snapshot, namespace: tuple[str, ...], key: str) -> None:
+        """Erase an item and its history: journal rows and keyword entries, then the vectors."""
+        record_key = _record_key(namespace, key)
+        ids = snapshot.versions.get(record_key, [])
+        if ids:
+            handle = self._handle(user)
+            self._write(user, snapshot, lambda: handle.journal.delete_records(ids),
+                        lambda s: s.remove(namespace, key, record_key))
+            handle.flush()  # the vectors of the erased versions go now, not at the next indexing
+
+    def _put(self, op: PutOp, now: float) -> None:
         user = self._user_of(op.namespace, writing=op.value is not None)
         snapshot = self._snapshot(user)
         record_key = _record_key(op.namespace, op.key)
         if op.value is None:
-            ids = snapshot.versions.get(record_key, [])
-            if ids:
-                handle = self._handle(user)
-                self._write(user, snapshot, lambda: handle.journal.delete_records(ids),
-                            lambda s: s.remove(op.namespace, op.key, record_key))
-                handle.flush()  # the vectors of the erased versions go now, not at the next indexing
+            self._erase(user, snapshot, op.namespace, op.key)
             return
         value = _json_value(op.value)
         text, indexed = _index_text(value, self.fields if op.index is None else op.index)
@@ -523,6 +616,9 @@ class TieredStore(BaseStore):
         namespace = Namespace.of(self.session_id, user)
         meta: dict[str, Any] = {}
         record_id, created = -1, 0.0
+        expiry: dict[str, float] = {}
+        if op.ttl is not None:
+            expiry[EXPIRES_AT] = now + op.ttl * 60  # the core's expiry field: its sweep and cleanup see it
 
         def write() -> None:
             # One transaction of the session: the new version and the supersession of the current one.
@@ -535,27 +631,24 @@ class TieredStore(BaseStore):
                 current = snapshot
                 if snapshot.ns_id != ns_id or tx.state().version != snapshot.version:
                     current = _Snapshot.of(ns_id, -1, tx.current_memories([ns_id]))
-                meta = _item_meta(op.namespace, op.key, value, indexed, current)
+                meta = _item_meta(op.namespace, op.key, value, indexed, current, now, op.ttl)
                 existing = current.items.get(op.namespace, {}).get(op.key)
                 created = time.time()
-                record = NewRecord(kind=STORE_KIND, text=text, metadata={_META: meta}, created_at=created,
-                                   key=record_key)
+                record = NewRecord(kind=STORE_KIND, text=text, metadata={_META: meta, **expiry},
+                                   created_at=created, key=record_key)
                 (record_id,) = tx.insert_records([record])
                 if existing is not None:
                     tx.supersede([existing.record_id], created)
 
         try:
-            self._write(user, snapshot, write, lambda s: s.add(_entry(record_id, created, meta), record_key))
+            self._write(user, snapshot, write,
+                        lambda s: s.add(_entry(record_id, created, meta, expiry.get(EXPIRES_AT)), record_key))
         except SessionErasedError:
             # The user was erased (forget) after the snapshot was read: the put starts the session afresh.
             self._snapshots.pop(user, None)
             snapshot = _Snapshot(None, 0)
             self._write(user, snapshot, write, lambda s: None)
-        recall = handle.recall
-        if recall is not None and recall.vectors and handle.config.background_index:
-            recall.wake_indexer()  # vectors are computed off the caller's path, as remember() does
-        else:
-            handle.flush()  # inline indexing (keyword-only recall: the outbox rows are simply done)
+        handle.index_soon()  # vectors are computed off the caller's path when configured, as remember() does
 
     def _write(self, user: str | None, before: _Snapshot, write: Any, apply: Any) -> None:
         """Run one journal write (one version step of the session) and keep the cached snapshot current:
@@ -586,7 +679,7 @@ class TieredStore(BaseStore):
                 m = self.memory
                 handle = TieredMemory(m.journal, namespace, config=m.config, counter=m.counter,
                                       summarizer=m.summarizer, recall=m.recall, redactor=m.redactor,
-                                      owns_journal=False)
+                                      owns_journal=False, clock=lambda: m.clock())
             self._keep(self._handles, user, handle)
         self._handles.move_to_end(user)
         return handle
@@ -603,7 +696,7 @@ class TieredStore(BaseStore):
 # --- pure helpers ------------------------------------------------------------------
 
 
-def _entry(record_id: int, created: float, meta: Mapping[str, Any]) -> _Entry:
+def _entry(record_id: int, created: float, meta: Mapping[str, Any], expires: float | None = None) -> _Entry:
     position = tuple(meta["since"]) if meta.get("since") else (created, record_id)
     ns_position = tuple(meta["ns_since"]) if meta.get("ns_since") else position
     return _Entry(
@@ -611,15 +704,19 @@ def _entry(record_id: int, created: float, meta: Mapping[str, Any]) -> _Entry:
         created_at=float(meta.get("created_at", created)), updated_at=created,
         indexed=bool(meta.get("indexed")), position=(float(position[0]), int(position[1])),
         ns_position=(float(ns_position[0]), int(ns_position[1])),
+        expires_at=expires, ttl=float(meta["ttl"]) if meta.get("ttl") is not None else None,
     )
 
 
 def _item_meta(namespace: tuple[str, ...], key: str, value: dict[str, Any], indexed: bool,
-               current: _Snapshot) -> dict[str, Any]:
-    """What a new version's record keeps besides its text: the item, and its place in the store order
-    (carried over from the current version and from the namespace's other items)."""
+               current: _Snapshot, now: float, ttl: float | None) -> dict[str, Any]:
+    """What a new version's record keeps besides its text: the item, its ttl (minutes), and its place
+    in the store order (carried over from the current version and from the namespace's other items; an
+    expired item is gone, so a put after its expiry starts afresh)."""
     meta: dict[str, Any] = {"namespace": list(namespace), "key": key, "value": value, "indexed": indexed}
-    live = current.items.get(namespace, {})
+    if ttl is not None:
+        meta["ttl"] = ttl
+    live = {k: e for k, e in current.items.get(namespace, {}).items() if not e.expired(now)}
     existing = live.get(key)
     if existing is not None:
         meta["created_at"] = existing.created_at
@@ -730,6 +827,33 @@ def _check_put_namespace(namespace: tuple[str, ...]) -> None:
     if namespace[0] == "langgraph":
         raise StoreNamespaceError(f"namespace {namespace!r:.80} starts with 'langgraph', which LangGraph "
                                   "reserves: use another root label")
+
+
+def _check_minutes(value: Any, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or value <= 0:
+        raise ConfigError(f"{name} ({value!r:.40}) must be a positive number of minutes (LangGraph's unit), "
+                          "or None for no expiry")
+    return float(value)
+
+
+def _ttl_config(ttl: Any) -> TTLConfig | None:
+    """LangGraph's ``TTLConfig``, checked (unknown keys and bad values refused, never ignored)."""
+    if ttl is None:
+        return None
+    if not isinstance(ttl, Mapping):
+        raise ConfigError(f"ttl must be a TTLConfig dict or None; got {type(ttl).__name__}")
+    unknown = sorted(set(ttl) - set(_TTL_KEYS))
+    if unknown:
+        raise ConfigError(f"unknown TTLConfig key(s) {', '.join(map(repr, unknown))}: use "
+                          f"{', '.join(_TTL_KEYS)}")
+    for name in ("default_ttl", "sweep_interval_minutes"):
+        if ttl.get(name) is not None:
+            _check_minutes(ttl[name], f"ttl[{name!r}]")
+    refresh = ttl.get("refresh_on_read", True)
+    if not isinstance(refresh, bool):
+        raise ConfigError(f"ttl['refresh_on_read'] ({refresh!r:.40}) must be True or False")
+    return TTLConfig(**ttl)  # type: ignore[typeddict-item]
 
 
 def _check_page(limit: Any, offset: Any) -> None:

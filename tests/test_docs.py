@@ -28,6 +28,7 @@ def test_api_reference_builds_strict(tmp_path: Path) -> None:
         "core/errors/index.html": ["TokenizerUnavailableError"],
         "langchain/index.html": ["TieredMemoryMiddleware", "create_memory_tools"],
         "llama_index/index.html": ["TieredChatMemory", "create_memory_tools"],
+        "langgraph_store/index.html": ["TieredStore", "for_user"],
     }
     for page, names in pages.items():
         html = (site / page).read_text(encoding="utf-8")

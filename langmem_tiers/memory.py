@@ -1260,6 +1260,7 @@ def _fact(record: Record) -> Fact:
         valid_to=record.valid_to, source=record.message_ids or "explicit", importance=record.importance,
         confidence=float(confidence) if isinstance(confidence, int | float) else None,
         triple=Triple(*map(str, triple)) if isinstance(triple, list) and len(triple) == 3 else None,
+        tags=tuple(record.tags), metadata=dict(record.metadata),
     )
 
 

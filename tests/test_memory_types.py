@@ -407,6 +407,7 @@ def test_preferences_by_category_are_keyed_and_superseded(open_memory: Opener, m
     call(mode, memory, "remember", "Food blog author", category="food")  # a fact with a category
     food = call(mode, memory, "facts", kinds=["preference"], where={"category": "food"})
     assert [f.id for f in food] == [veg, spicy]
+    assert [f.metadata.get("category") for f in food] == ["food", "food"]  # listed, not only searchable
     travel = call(mode, memory, "facts", include_superseded=True, kinds=["preference"],
                   where={"category": "travel"})
     assert [(f.text, f.current) for f in travel] == [("Prefers window seats", False), ("Prefers aisle seats now", True)]

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 # The kinds an extractor may give a memory (the issue's list). "relation" memories are
 # facts about the people in the user's life ("my sister Ana lives in Porto").
@@ -42,6 +43,8 @@ class Fact:
 
     ``source`` is ``"explicit"`` for ``remember()``, else the ids of the messages it was
     extracted from. ``valid_to`` is set once a newer memory with the same key superseded it.
+    ``metadata`` is the memory's own (an event's type and outcome, a preference's category, a
+    skill's record, ...; not compared or hashed); ``tags`` as given to ``remember()``.
     """
 
     id: int
@@ -54,6 +57,8 @@ class Fact:
     importance: float
     confidence: float | None = None
     triple: Triple | None = None
+    tags: tuple[str, ...] = ()
+    metadata: Mapping[str, Any] = field(default_factory=dict, hash=False, compare=False)
 
     @property
     def current(self) -> bool:

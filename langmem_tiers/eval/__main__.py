@@ -42,27 +42,25 @@ def parse_k(text: str) -> list[int]:
     return ks
 
 
-def parse_positive(text: str) -> int:
+def _parse_int(text: str, minimum: int) -> int:
     try:
         n = int(text)
     except ValueError as e:
-        raise argparse.ArgumentTypeError(f"{text!r} must be an integer >= 1") from e
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be an integer >= 1")
+        raise argparse.ArgumentTypeError(f"{text!r} must be an integer >= {minimum}") from e
+    if n < minimum:
+        raise argparse.ArgumentTypeError(f"{text!r} must be an integer >= {minimum}")
     return n
+
+
+def parse_positive(text: str) -> int:
+    return _parse_int(text, 1)
 
 
 _BOOLEANS = {"true": True, "false": False}
 
 
 def parse_count(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(f"{text!r} must be an integer >= 0") from e
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be an integer >= 0")
-    return n
+    return _parse_int(text, 0)
 
 
 def parse_setting(text: str) -> tuple[str, Any]:

@@ -7,6 +7,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response, StreamingResponse
 from starlette.templating import Jinja2Templates
@@ -121,9 +122,13 @@ class Pages:
 
     # --- POST -----------------------------------------------------------------------------
 
-    async def remember(self, request: Request) -> Response:
+    async def _form(self, request: Request) -> tuple[FormData, Response | None]:
+        """The posted form, and the refusal to send instead when its CSRF token does not check out."""
         form = await request.form()
-        refusal = check_csrf(request, self.settings, _text(form.get("csrf")))
+        return form, check_csrf(request, self.settings, _text(form.get("csrf")))
+
+    async def remember(self, request: Request) -> Response:
+        form, refusal = await self._form(request)
         if refusal is not None:
             return refusal
         ns = self._ns(request)
@@ -139,8 +144,7 @@ class Pages:
                                 status_code=303)
 
     async def pin(self, request: Request) -> Response:
-        form = await request.form()
-        refusal = check_csrf(request, self.settings, _text(form.get("csrf")))
+        form, refusal = await self._form(request)
         if refusal is not None:
             return refusal
         ns = self._ns(request)
@@ -156,8 +160,7 @@ class Pages:
         return RedirectResponse(f"/session?{session_query(ns, notice=notice)}#panel-memories", status_code=303)
 
     async def forget(self, request: Request) -> Response:
-        form = await request.form()
-        refusal = check_csrf(request, self.settings, _text(form.get("csrf")))
+        form, refusal = await self._form(request)
         if refusal is not None:
             return refusal
         if form.get("confirm") != "yes":

@@ -20,20 +20,10 @@ from langchain_langmem_tiers import TieredStore
 from langgraph.store.base import GetOp, PutOp, SearchOp
 
 from langmem_tiers import ConfigError, Namespace
+from tests.support.clock import T0, FakeClock
 from tests.test_langgraph_store import KEYS, SENTENCES, Oracle, _filter, _plain, _prefix, _value
 
 NS = ("memories", "ada")
-T0 = 1_800_000_000.0
-
-
-class FakeClock:
-    """The memory's clock, moved by hand."""
-
-    def __init__(self, now: float = T0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class ExpiringOracle(Oracle):

@@ -16,21 +16,10 @@ import pytest
 
 from langmem_tiers import MemoryConfig, TieredMemory, WordCounter
 from langmem_tiers.errors import ConfigError, InvalidMessageError
+from tests.support.clock import T0, FakeClock
 from tests.support.postgres import postgres_url
 
 from .conftest import SMALL_CONFIG, FailingSummarizer
-
-T0 = 1_800_000_000.0
-
-
-class FakeClock:
-    """The memory's clock, moved by hand."""
-
-    def __init__(self, now: float = T0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture(scope="module")

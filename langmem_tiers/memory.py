@@ -531,7 +531,7 @@ class TieredMemory:
         pinned: list[str] = []
         now = self.clock()  # expiry is judged once per call (langmem_tiers.memory_types.expiry)
         # The profile, skills and working state in one read of the user's memories of those kinds.
-        typed = (yield Blocking(self._typed_records)) if self._typed_kinds() else []
+        typed = expiry.live((yield Blocking(self._typed_records)), now) if self._typed_kinds() else []
         working = working_lines(current_items(typed, self.namespace, now)) if self.config.working_tokens else []
         if self.recall is not None:
             recall = self.recall
@@ -549,12 +549,12 @@ class TieredMemory:
                 hits = [h for h in found if not h.pinned]
         profile = []
         if self.config.profile_tokens:
-            profile = profile_lines(expiry.live([r for r in typed if r.kind in PROFILE_KINDS], now), query)
+            profile = profile_lines([r for r in typed if r.kind in PROFILE_KINDS], query)
         if hits:
             hits = yield Blocking(lambda: self._label_past(hits))
             hits = yield from self._recall_beside_profile(hits, profile, query, window)
         if self.config.skills_k and query:
-            hits = skills.lead_with_skills(hits, expiry.live(typed, now), query, self.config.skills_k)
+            hits = skills.lead_with_skills(hits, typed, query, self.config.skills_k)
         context = assemble(window=window, summary=state.summary, pinned=pinned, hits=hits, config=self.config,
                            counter=self.counter, budget=budget, omitted=omitted, session=self.namespace,
                            profile=profile, working=working)
@@ -568,7 +568,6 @@ class TieredMemory:
 
     def _typed_records(self) -> list[Record]:
         return self.journal.scoped_records(self._user_ns_ids(), self._typed_kinds())
-
 
     def _recall_k(self, budget: int | None, state: SessionState, window: Sequence[WindowMessage],
                   pinned: Sequence[str], working: Sequence[Any] = ()) -> int:

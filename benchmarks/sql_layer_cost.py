@@ -1,0 +1,290 @@
+"""What SQLAlchemy Core would cost the journal: the statements of one add() and one context(),
+run through the raw driver and through SQLAlchemy Core, p50/p95 per operation (issue 14).
+
+    .venv/bin/python benchmarks/sql_layer_cost.py                       # SQLite, and a throwaway PostgreSQL
+    .venv/bin/python benchmarks/sql_layer_cost.py --postgres URL        # an existing PostgreSQL server
+    .venv/bin/python benchmarks/sql_layer_cost.py --no-postgres --n 2000
+
+Both sides run the same statements on the same schema (a journal opened by langmem-tiers, so the
+same tables, indexes, FTS5 triggers, WAL and ``synchronous=FULL``), in one write transaction:
+- add(): lock/read the session's state, insert one message, read the window entries, insert the
+  turn record, queue it in the outbox, bump the session version, commit;
+- context(): in one read snapshot, the state, the window's messages (~20), the pinned records and
+  the current memories of the user's sessions.
+SQLAlchemy runs them as Core constructs (``table()``/``column()``, compiled once and cached, as a
+rewrite would write them) on a ``Connection`` from ``create_engine``; the raw side is the
+statements the journals send today, on ``sqlite3`` / ``psycopg``. The ratio is SQLAlchemy / raw.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from sqlalchemy import bindparam, column, create_engine, event, func, insert, literal_column, select, table, update
+
+from langmem_tiers.journal.base import Namespace
+
+MSG = table("messages", column("id"), column("ns"), column("role"), column("content"), column("name"),
+            column("tool_calls"), column("tool_call_id"), column("metadata"), column("created_at"),
+            column("tokens"), column("tokens_key"), column("key"))
+STATE = table("state", column("ns"), column("window_start"), column("summary"), column("summary_tokens"),
+              column("summary_cursor"), column("summary_version"), column("failures"), column("last_error"),
+              column("retry_at"), column("version"))
+REC = table("records", column("id"), column("ns"), column("kind"), column("text"), column("message_ids"),
+            column("importance"), column("pinned"), column("tags"), column("metadata"), column("created_at"),
+            column("scope_terms"), column("key"), column("terms"), column("valid_to"))
+NSS = table("namespaces", column("ns"), column("session_id"), column("user_id"), column("agent_id"))
+OUTBOX = table("outbox", column("record_id"), column("op"), column("seq"), column("ns"))
+MSG_COLS = "id, role, content, name, tool_calls, tool_call_id, metadata, created_at, tokens, tokens_key, key, ns"
+STATE_COLS = ("window_start, summary, summary_tokens, summary_cursor, summary_version, failures, last_error, "
+              "retry_at, version")
+REC_SELECT = ("SELECT r.id, n.session_id, n.user_id, n.agent_id, r.kind, r.text, r.message_ids, r.importance, "
+              "r.pinned, r.tags, r.metadata, r.created_at, r.key, r.valid_to FROM records r "
+              "JOIN namespaces n ON n.ns = r.ns")
+
+
+def timed(n: int, op: Callable[[int], None]) -> tuple[float, float]:
+    for i in range(min(50, n)):  # warm caches (statement cache, compiled cache, pages)
+        op(i)
+    samples = []
+    for i in range(n):
+        start = time.perf_counter()
+        op(i)
+        samples.append((time.perf_counter() - start) * 1000)
+    samples.sort()
+    return statistics.median(samples), samples[int(0.95 * (len(samples) - 1))]
+
+
+# --- raw drivers: the statements as the journals send them ----------------------------------
+
+def raw_ops(conn: Any, ns_id: int, pg: bool) -> tuple[Callable[[int], None], Callable[[int], None]]:
+    p = "%s" if pg else "?"
+
+    def q(sql: str) -> str:
+        return sql.replace("?", p)
+
+    def add(i: int) -> None:
+        conn.execute("BEGIN" if pg else "BEGIN IMMEDIATE")
+        conn.execute(q("SELECT ns FROM state WHERE ns=?" + (" FOR UPDATE" if pg else "")), (ns_id,)).fetchone()
+        st = conn.execute(q(f"SELECT {STATE_COLS} FROM state WHERE ns=?"), (ns_id,)).fetchone()
+        cur = conn.execute(q("INSERT INTO messages (ns, role, content, name, tool_calls, tool_call_id, metadata, "
+                             "created_at, tokens, tokens_key, key) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
+                             + (" RETURNING id" if pg else "")),
+                           (ns_id, "user", json.dumps(f"message {i} about the garden"), None, None, None, None,
+                            time.time(), 9, "k", None))
+        mid = cur.fetchone()[0] if pg else cur.lastrowid
+        conn.execute(q("SELECT id, role, tokens FROM messages WHERE ns=? AND id>=? ORDER BY id"),
+                     (ns_id, max(int(st[0]), int(mid) - 20))).fetchall()
+        scope = () if pg else (f"s{ns_id}",)  # FTS5's scope column (PostgreSQL filters by ns alone)
+        cur = conn.execute(q("INSERT INTO records (ns, kind, text, message_ids, importance, pinned, tags, metadata, "
+                             "created_at, key, terms" + ("" if pg else ", scope_terms") + ") VALUES "
+                             "(?,?,?,?,?,?,?,?,?,?,?" + ("" if pg else ",?") + ")" + (" RETURNING id" if pg else "")),
+                           (ns_id, "turn", f"turn {i} garden basil", json.dumps([mid]), 0.5, False, "[]", "{}",
+                            time.time(), None, None, *scope))
+        rid = cur.fetchone()[0] if pg else cur.lastrowid
+        conn.execute(q("INSERT INTO outbox (record_id, op, seq, ns) VALUES (?,?,?,?) ON CONFLICT (record_id) DO "
+                       "UPDATE SET op=excluded.op, seq=excluded.seq"), (rid, "upsert", i, ns_id))
+        conn.execute(q("UPDATE state SET version=version+1 WHERE ns=?"), (ns_id,))
+        conn.execute("COMMIT")
+
+    def context(i: int) -> None:
+        conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY" if pg else "BEGIN")
+        st = conn.execute(q(f"SELECT {STATE_COLS} FROM state WHERE ns=?"), (ns_id,)).fetchone()
+        last = conn.execute(q("SELECT max(id) FROM messages WHERE ns=?"), (ns_id,)).fetchone()[0]
+        conn.execute(q(f"SELECT {MSG_COLS} FROM messages WHERE ns=? AND id>=? ORDER BY id"),
+                     (ns_id, max(int(st[0]), int(last) - 20))).fetchall()
+        conn.execute(q(f"{REC_SELECT} WHERE r.ns IN (?) AND r.pinned" + ("" if pg else " = 1") + " ORDER BY r.id"),
+                     (ns_id,)).fetchall()
+        conn.execute(q(f"{REC_SELECT} WHERE r.ns IN (?) AND r.kind != 'turn' AND r.valid_to IS NULL ORDER BY r.id"),
+                     (ns_id,)).fetchall()
+        conn.execute("COMMIT")
+
+    return add, context
+
+
+# --- SQLAlchemy Core: the same statements as constructs, compiled once and cached ------------
+
+def core_ops(conn: Any, ns_id: int, pg: bool) -> tuple[Callable[[int], None], Callable[[int], None]]:
+    lock = select(STATE.c.ns).where(STATE.c.ns == bindparam("ns"))
+    if pg:
+        lock = lock.with_for_update()
+    state = select(*(STATE.c[c.strip()] for c in STATE_COLS.split(","))).where(STATE.c.ns == bindparam("ns"))
+    add_msg = insert(MSG).returning(MSG.c.id)
+    entries = (select(MSG.c.id, MSG.c.role, MSG.c.tokens)
+               .where(MSG.c.ns == bindparam("ns"), MSG.c.id >= bindparam("start")).order_by(MSG.c.id))
+    add_rec = insert(REC).returning(REC.c.id)
+    if pg:
+        from sqlalchemy.dialects.postgresql import insert as upsert_of
+    else:
+        from sqlalchemy.dialects.sqlite import insert as upsert_of  # type: ignore[assignment]
+    up = upsert_of(OUTBOX)
+    queue = up.on_conflict_do_update(index_elements=["record_id"], set_={"op": up.excluded.op,
+                                                                         "seq": up.excluded.seq})
+    bump = update(STATE).where(STATE.c.ns == bindparam("b_ns")).values(version=STATE.c.version + 1)
+    last = select(func.max(MSG.c.id)).where(MSG.c.ns == bindparam("ns"))
+    window = (select(*(MSG.c[c.strip()] for c in MSG_COLS.split(",")))
+              .where(MSG.c.ns == bindparam("ns"), MSG.c.id >= bindparam("start")).order_by(MSG.c.id))
+    joined = REC.join(NSS, NSS.c.ns == REC.c.ns)
+    rec_cols = (REC.c.id, NSS.c.session_id, NSS.c.user_id, NSS.c.agent_id, REC.c.kind, REC.c.text,
+                REC.c.message_ids, REC.c.importance, REC.c.pinned, REC.c.tags, REC.c.metadata, REC.c.created_at,
+                REC.c.key, REC.c.valid_to)
+    pinned = (select(*rec_cols).select_from(joined)
+              .where(REC.c.ns.in_(bindparam("nss", expanding=True)),
+                     REC.c.pinned if pg else REC.c.pinned == literal_column("1")).order_by(REC.c.id))
+    memories = (select(*rec_cols).select_from(joined)
+                .where(REC.c.ns.in_(bindparam("nss", expanding=True)), REC.c.kind != "turn",
+                       REC.c.valid_to.is_(None)).order_by(REC.c.id))
+
+    def add(i: int) -> None:
+        with conn.begin():
+            conn.execute(lock, {"ns": ns_id}).fetchone()
+            st = conn.execute(state, {"ns": ns_id}).fetchone()
+            mid = conn.execute(add_msg, {
+                "ns": ns_id, "role": "user", "content": json.dumps(f"message {i} about the garden"), "name": None,
+                "tool_calls": None, "tool_call_id": None, "metadata": None, "created_at": time.time(),
+                "tokens": 9, "tokens_key": "k", "key": None}).scalar_one()
+            conn.execute(entries, {"ns": ns_id, "start": max(int(st[0]), int(mid) - 20)}).fetchall()
+            record = {"ns": ns_id, "kind": "turn", "text": f"turn {i} garden basil", "message_ids": json.dumps([mid]),
+                      "importance": 0.5, "pinned": False, "tags": "[]", "metadata": "{}", "created_at": time.time(),
+                      "key": None, "terms": None}
+            if not pg:
+                record["scope_terms"] = f"s{ns_id}"
+            rid = conn.execute(add_rec, record).scalar_one()
+            conn.execute(queue, {"record_id": rid, "op": "upsert", "seq": i, "ns": ns_id})
+            conn.execute(bump, {"b_ns": ns_id})
+
+    def context(i: int) -> None:
+        with conn.begin():
+            st = conn.execute(state, {"ns": ns_id}).fetchone()
+            top = conn.execute(last, {"ns": ns_id}).scalar_one()
+            conn.execute(window, {"ns": ns_id, "start": max(int(st[0]), int(top) - 20)}).fetchall()
+            conn.execute(pinned, {"nss": [ns_id]}).fetchall()
+            conn.execute(memories, {"nss": [ns_id]}).fetchall()
+
+    return add, context
+
+
+# --- backends ---------------------------------------------------------------------------------
+
+def sqlite_rows(folder: Path, n: int) -> list[tuple[str, str, float, float]]:
+    import sqlite3
+
+    from langmem_tiers.journal.sqlite import SqliteJournal
+
+    rows = []
+    for side in ("raw", "sqlalchemy"):
+        path = folder / f"{side}.sqlite3"
+        journal = SqliteJournal(path)  # the real schema and file settings (WAL persists in the file)
+        ns_id = journal.namespace_id(Namespace("bench", "u"))
+        assert ns_id is not None
+        journal.close()
+        if side == "raw":
+            conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, timeout=30)
+            conn.execute("PRAGMA synchronous=FULL")
+            conn.execute("PRAGMA secure_delete=ON")
+            add, ctx = raw_ops(conn, ns_id, pg=False)
+            closer: Callable[[], None] = conn.close
+        else:
+            engine = create_engine(f"sqlite:///{path}", connect_args={"isolation_level": None, "timeout": 30})
+
+            @event.listens_for(engine, "connect")
+            def _pragmas(dbapi_conn: Any, _record: Any) -> None:
+                dbapi_conn.execute("PRAGMA synchronous=FULL")
+                dbapi_conn.execute("PRAGMA secure_delete=ON")
+
+            @event.listens_for(engine, "begin")
+            def _begin(sa_conn: Any) -> None:  # the journal's writer lock, as pysqlite's docs advise
+                sa_conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+            sa = engine.connect()
+            add, ctx = core_ops(sa, ns_id, pg=False)
+
+            def closer() -> None:
+                sa.close()
+                engine.dispose()
+        rows.append((f"sqlite {side}", "add", *timed(n, add)))
+        rows.append((f"sqlite {side}", "context", *timed(n, ctx)))
+        closer()
+    return rows
+
+
+def postgres_rows(url: str, n: int) -> list[tuple[str, str, float, float]]:
+    import uuid
+
+    import psycopg
+
+    from langmem_tiers.journal.postgres import PostgresJournal
+
+    rows = []
+    for side in ("raw", "sqlalchemy"):
+        schema = f"bench_{uuid.uuid4().hex[:12]}"
+        journal = PostgresJournal(url, schema=schema)
+        ns_id = journal.namespace_id(Namespace("bench", "u"))
+        assert ns_id is not None
+        journal.close()
+        if side == "raw":
+            conn = psycopg.connect(url, autocommit=True)
+            conn.execute(f'SET search_path TO "{schema}"')
+            add, ctx = raw_ops(conn, ns_id, pg=True)
+            closer: Callable[[], None] = conn.close
+        else:
+            engine = create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1),
+                                   connect_args={"options": f"-c search_path={schema}"})
+            sa = engine.connect()
+            add, ctx = core_ops(sa, ns_id, pg=True)
+
+            def closer() -> None:
+                sa.close()
+                engine.dispose()
+        rows.append((f"postgres {side}", "add", *timed(n, add)))
+        rows.append((f"postgres {side}", "context", *timed(n, ctx)))
+        closer()
+    return rows
+
+
+@contextlib.contextmanager
+def throwaway_postgres(url: str | None, wanted: bool) -> Iterator[str | None]:
+    if not wanted:
+        yield None
+    elif url:
+        yield url
+    else:
+        from tests.support.postgres import postgres_server
+
+        with postgres_server() as started:
+            yield started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--n", type=int, default=1000, help="operations timed per side (default 1000)")
+    parser.add_argument("--postgres", metavar="URL", help="an existing server (default: start a throwaway one)")
+    parser.add_argument("--no-postgres", action="store_true", help="SQLite only")
+    args = parser.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        rows += sqlite_rows(Path(tmp), args.n)
+    with throwaway_postgres(args.postgres, not args.no_postgres) as url:
+        if url:
+            rows += postgres_rows(url, args.n)
+    by = {(side, op): (p50, p95) for side, op, p50, p95 in rows}
+    print(f"{'backend / layer':<22}{'op':<9}{'p50 ms':>9}{'p95 ms':>9}{'p50 ratio':>11}")
+    for side, op, p50, p95 in rows:
+        engine_name = side.split()[0]
+        base = by[(f"{engine_name} raw", op)][0]
+        print(f"{side:<22}{op:<9}{p50:>9.3f}{p95:>9.3f}{p50 / base:>10.2f}x")
+
+
+if __name__ == "__main__":
+    main()

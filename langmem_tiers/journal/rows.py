@@ -1,0 +1,99 @@
+"""How messages and records are laid out in journal rows, for every SQL backend (pure, no I/O).
+
+The column lists the journals select, the JSON encoding of stored documents (one function,
+so both backends write the same bytes), and the decoders that turn a row, opened by a
+:class:`~langmem_tiers.journal.encryption.RowCodec`, back into a :class:`Message` or a
+:class:`Record`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from langmem_tiers.journal.base import Namespace, NewRecord, Record
+from langmem_tiers.journal.encryption import RowCodec
+from langmem_tiers.messages import Message, ToolCall
+
+MSG_COLS = "id, role, content, name, tool_calls, tool_call_id, metadata, created_at, tokens, tokens_key, key, ns"
+# Positions in MSG_COLS that callers read besides the message itself.
+MSG_TOKENS, MSG_TOKENS_KEY, MSG_KEY = 8, 9, 10
+RECORD_SELECT = (
+    "SELECT r.id, n.session_id, n.user_id, n.agent_id, r.kind, r.text, r.message_ids, r.importance, "
+    "r.pinned, r.tags, r.metadata, r.created_at, r.key, r.valid_to FROM records r JOIN namespaces n ON n.ns = r.ns"
+)
+STATE_COLS = ("window_start, summary, summary_tokens, summary_cursor, summary_version, failures, last_error, "
+              "retry_at, version")
+
+
+def to_json(value: Any) -> str:
+    """The stored form of a JSON document: UTF-8 text as typed, never ``\\uXXXX`` escapes.
+
+    One function for every column and both backends: an escaped copy of a name would hide
+    from ``residue()`` (which searches the UTF-8 bytes) while still being there.
+    """
+    return json.dumps(value, ensure_ascii=False)
+
+
+def message_values(message: Message, codec: RowCodec, ns_id: int
+                   ) -> tuple[str, str | None, list[dict[str, Any]] | None, str | None, float]:
+    """Content (JSON), name, tool calls, metadata (JSON), sealed when encryption is on, and the creation time."""
+    created = message.created_at if message.created_at is not None else time.time()
+    content, name, calls, metadata = codec.message_columns(
+        ns_id, to_json(message.to_dict()["content"]), message.name,
+        [c.to_dict() for c in message.tool_calls] if message.tool_calls else None,
+        to_json(dict(message.metadata)) if message.metadata else None)
+    return content, name, calls, metadata, created
+
+
+def record_values(record: NewRecord, codec: RowCodec, ns_id: int) -> tuple[Any, ...]:
+    """``kind, text, message_ids, importance, pinned, tags, metadata, created_at, key, terms`` as stored."""
+    text, tags, metadata, key, terms = codec.record_columns(
+        ns_id, record.text, to_json(list(record.tags)), to_json(dict(record.metadata)), record.key)
+    return (record.kind, text, to_json(list(record.message_ids)), record.importance, bool(record.pinned),
+            tags, metadata, record.created_at or time.time(), key, terms)
+
+
+def row_message(row: Sequence[Any], codec: RowCodec) -> Message:
+    """A message from a row of ``MSG_COLS``.
+
+    ``tool_calls`` arrives as JSON text from SQLite and already decoded from PostgreSQL's jsonb.
+    """
+    stored_calls = row[4]
+    if isinstance(stored_calls, str):
+        stored_calls = json.loads(stored_calls)
+    raw, name, calls, metadata = codec.message_fields(int(row[11]), row[2], row[3], stored_calls or None, row[6])
+    content = json.loads(raw)
+    return Message(
+        role=row[1],
+        content=content if isinstance(content, str) else tuple(content),
+        name=name,
+        tool_calls=tuple(ToolCall(**c) for c in calls) if calls else (),
+        tool_call_id=row[5],
+        metadata=json.loads(metadata) if metadata else {},
+        created_at=float(row[7]),
+        id=int(row[0]),
+        key=row[MSG_KEY],
+    )
+
+
+def row_record(row: Sequence[Any], codec: RowCodec) -> Record:
+    """A record from a row of ``RECORD_SELECT``."""
+    ns = Namespace(row[1], row[2], row[3])
+    text, tags, metadata, key = codec.record_fields(ns, str(row[5]), str(row[9]), str(row[10]), row[12])
+    return Record(
+        id=int(row[0]),
+        namespace=ns,
+        kind=str(row[4]),
+        text=text,
+        message_ids=tuple(json.loads(row[6])),
+        importance=float(row[7]),
+        pinned=bool(row[8]),
+        tags=tuple(json.loads(tags)),
+        metadata=json.loads(metadata),
+        created_at=float(row[11]),
+        key=key,
+        valid_to=None if row[13] is None else float(row[13]),
+    )

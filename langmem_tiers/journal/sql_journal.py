@@ -1,0 +1,479 @@
+"""The public journal methods both SQL backends share (:class:`SqlJournal`), over :mod:`.sql_core`.
+
+A backend subclasses :class:`SqlJournal` and supplies its connection handling (``_txn``: a
+write transaction, ``_autocommit``: single statements, ``_snapshot``: a consistent read),
+migrations, keyword search, the outbox claim (its locking) and physical erasure. What a
+method does to the data is written here once, so the backends cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any
+
+from langmem_tiers.errors import JournalError, SchemaVersionError, SessionErasedError
+from langmem_tiers.journal import sql_core as core
+from langmem_tiers.journal.base import (
+    DEFAULT_SUMMARY_HISTORY,
+    SCHEMA_VERSION,
+    Namespace,
+    NewRecord,
+    OutboxItem,
+    Record,
+    Scope,
+    SummaryVersion,
+    erased_message,
+    provenance_after_erasure,
+)
+from langmem_tiers.journal.encryption import RECORD_METADATA, RECORD_TEXT, FieldCipher, RowCodec, shred_orphans
+from langmem_tiers.journal.rows import MSG_COLS, RECORD_SELECT, row_message, row_record, to_json
+from langmem_tiers.messages import Message
+
+log = logging.getLogger(__name__)
+
+# Names of resolved sessions a handle keeps in memory (to name the one a stale handle lost).
+NAMES_KEPT = 4096
+
+
+def check_version(version: int, where: str) -> None:
+    """Refuse a journal written by a newer langmem-tiers."""
+    if version > SCHEMA_VERSION:
+        raise SchemaVersionError(
+            f"journal {where} has schema version {version}, newer than this "
+            f"langmem-tiers understands ({SCHEMA_VERSION}): upgrade langmem-tiers"
+        )
+
+
+def finish_migration(db: core.Sql, version: int, new_uid: str) -> None:
+    """Record what a migration run leaves behind: a new journal's uid, the current schema version."""
+    if version == 0:
+        db.execute("INSERT INTO meta VALUES ('uid', ?)", (new_uid,))
+    db.execute("INSERT INTO meta VALUES ('schema_version', ?) ON CONFLICT (key) DO UPDATE SET value=excluded.value",
+               (str(SCHEMA_VERSION),))
+
+
+class SqlJournal:
+    """The shared half of :class:`SqliteJournal` and :class:`PostgresJournal` (see the module docstring)."""
+
+    url: str
+    _cipher: FieldCipher | None
+    _names: dict[int, Namespace]
+
+    # --- what a backend supplies -------------------------------------------------------
+
+    def _txn(self) -> AbstractContextManager[core.Sql]:
+        """A write transaction: commits on exit, rolls back on any error."""
+        raise NotImplementedError
+
+    def _autocommit(self) -> AbstractContextManager[core.Sql]:
+        """A connection for single statements, each its own transaction."""
+        raise NotImplementedError
+
+    def _snapshot(self) -> AbstractContextManager[core.Sql]:
+        """A read-only transaction over one consistent snapshot."""
+        raise NotImplementedError
+
+    # --- encryption ---------------------------------------------------------------------
+
+    @property
+    def encrypted(self) -> bool:
+        """True when this journal seals user content (it was opened with a keyring)."""
+        return self._cipher is not None
+
+    def key_destroyed(self, ns: Namespace) -> bool | None:
+        """Whether the key that sealed this namespace's text is gone (``None``: the journal is not encrypted)."""
+        return None if self._cipher is None else not self._cipher.has_key(ns)
+
+    def _codec(self, db: core.Sql) -> RowCodec:
+        """Seals and opens rows read or written on ``db`` (namespace lookups reuse the connection)."""
+        return RowCodec(self._cipher, lambda ns_id: self._namespace_of(db, ns_id))
+
+    def _namespace_of(self, db: core.Sql, ns_id: int) -> Namespace:
+        """The ids of a namespace (its key subject), from the cache or the journal."""
+        known = self._names.get(ns_id)
+        if known is not None:
+            return known
+        row = db.one("SELECT session_id, user_id, agent_id FROM namespaces WHERE ns=?", (ns_id,))
+        if row is None:
+            raise SessionErasedError(erased_message(ns_id, None))
+        ns = Namespace(row[0], row[1], row[2])
+        self._remember(ns_id, ns)
+        return ns
+
+    def _search_namespaces(self, ns_ids: Sequence[int]) -> list[Namespace]:
+        """The namespaces a keyword query's blind tokens are derived for; an erased one is skipped."""
+        with self._autocommit() as db:
+            try:
+                return [self._namespace_of(db, n) for n in ns_ids]
+            except SessionErasedError:  # one was erased meanwhile: search the others
+                members, args = db.in_(list(ns_ids))
+                rows = db.all(f"SELECT session_id, user_id, agent_id FROM namespaces WHERE ns {members} ORDER BY ns",
+                              args)
+                return [Namespace(r[0], r[1], r[2]) for r in rows]
+
+    # --- transactions -------------------------------------------------------------------
+
+    @contextmanager
+    def write(self, ns_id: int) -> Iterator[core.SqlWrite]:
+        """A write transaction of one session, serialized across threads, processes and hosts;
+        commits on exit, rolls back on error.
+
+        Raises:
+            SessionErasedError: the namespace was erased meanwhile (its id is never reused).
+        """
+        with self._txn() as db:
+            if not core.lock_session(db, ns_id):
+                raise SessionErasedError(erased_message(ns_id, self._names.get(ns_id)))
+            tx = core.SqlWrite(db, ns_id, self._codec(db))
+            yield tx
+            if tx.touched:
+                core.bump(db, [ns_id])
+
+    @contextmanager
+    def read(self) -> Iterator[core.SqlRead]:
+        """Reads from one consistent snapshot."""
+        with self._snapshot() as db:
+            yield core.SqlRead(db, self._codec(db))
+
+    # --- namespaces ---------------------------------------------------------------------
+
+    def namespace_id(self, ns: Namespace, create: bool = True) -> int | None:
+        """The namespace's id; created (with its session state) when missing unless ``create`` is False."""
+        key = (ns.user_id, ns.agent_id, ns.session_id)
+        select = "SELECT ns FROM namespaces WHERE user_id=? AND agent_id=? AND session_id=?"
+        with self._autocommit() as db:
+            row = db.one(select, key)
+        if row or not create:
+            return self._remember(int(row[0]), ns) if row else None
+        import time
+
+        with self._txn() as db:
+            db.execute("INSERT INTO namespaces (user_id, agent_id, session_id, created_at) VALUES (?,?,?,?) "
+                       "ON CONFLICT DO NOTHING", (*key, time.time()))
+            row = db.one(select, key)
+            if row is None:
+                raise JournalError(f"namespace {ns} vanished while it was created (deleted concurrently)")
+            db.execute("INSERT INTO state (ns) VALUES (?) ON CONFLICT DO NOTHING", (row[0],))
+        return self._remember(int(row[0]), ns)
+
+    def _remember(self, ns_id: int, ns: Namespace) -> int:
+        if len(self._names) >= NAMES_KEPT:
+            self._names.pop(next(iter(self._names)))
+        self._names[ns_id] = ns
+        return ns_id
+
+    def namespaces(self, scope: Scope | None = None) -> list[tuple[int, Namespace]]:
+        """Namespaces a scope may see (every one without a scope); anonymous scopes narrow to the session."""
+        sql = "SELECT ns, session_id, user_id, agent_id FROM namespaces"
+        args: tuple[str, ...] = ()
+        if scope is not None:
+            own = scope.namespace
+            kind = scope.effective_kind
+            if kind == "session":
+                sql += " WHERE session_id=? AND user_id=? AND agent_id=?"
+                args = (own.session_id, own.user_id, own.agent_id)
+            elif kind == "user":
+                sql += " WHERE user_id=?"
+                args = (own.user_id,)
+            else:
+                sql += " WHERE user_id=? AND agent_id=?"
+                args = (own.user_id, own.agent_id)
+        with self._autocommit() as db:
+            rows = db.all(sql + " ORDER BY ns", args)
+        return [(int(r[0]), Namespace(r[1], r[2], r[3])) for r in rows]
+
+    # --- messages -----------------------------------------------------------------------
+
+    def iter_messages(self, ns_id: int, after: int = 0, batch: int = 500) -> Iterator[Message]:
+        """The session's messages after ``after``, in id order, read ``batch`` at a time."""
+        cursor = after
+        while True:
+            with self._autocommit() as db:
+                rows = db.all(f"SELECT {MSG_COLS} FROM messages WHERE ns=? AND id>? ORDER BY id LIMIT ?",
+                              (ns_id, cursor, batch))
+                codec = self._codec(db)
+                messages = [row_message(row, codec) for row in rows]
+            if not rows:
+                return
+            yield from messages
+            cursor = rows[-1][0]
+
+    def messages_by_id(self, ids: Sequence[int]) -> list[Message]:
+        """Messages by id, in id order (any session; for tools and tests, the core does not need it)."""
+        if not ids:
+            return []
+        with self._autocommit() as db:
+            members, args = db.in_(list(ids))
+            rows = db.all(f"SELECT {MSG_COLS} FROM messages WHERE id {members} ORDER BY id", args)
+            codec = self._codec(db)
+            return [row_message(r, codec) for r in rows]
+
+    def count_messages(self, ns_id: int | None = None) -> int:
+        with self._autocommit() as db:
+            row = (db.one("SELECT count(*) FROM messages") if ns_id is None else
+                   db.one("SELECT count(*) FROM messages WHERE ns=?", (ns_id,)))
+        return int(row[0]) if row else 0
+
+    def clear_session(self, ns_id: int, keep_memories: bool = False) -> list[int]:
+        """Delete a session's messages, summary and records; returns the record ids removed.
+
+        The session row stays; ``summary_version`` and ``version`` grow (never reset), so a
+        summary computed before the clear is recognized as stale by its version.
+        ``keep_memories`` keeps explicit memories that no message produced (``remember()``).
+        """
+        with self._txn() as db:
+            core.lock_session(db, ns_id)
+            record_ids = core.delete_ns_content(db, ns_id, keep_memories)
+            db.execute("UPDATE state SET window_start=0, summary='', summary_tokens=0, summary_cursor=0, "
+                       "summary_version=summary_version+1, failures=0, last_error=NULL, retry_at=0, "
+                       "version=version+1 WHERE ns=?", (ns_id,))
+            return record_ids
+
+    def erase_messages(self, ns_id: int, message_ids: Sequence[int]) -> list[int]:
+        """Erase messages of one session with every record made from them; returns the records removed.
+
+        Every summary version that folded one of them goes in the same transaction; a current
+        summary that covered them falls back to the newest remaining version (its cursor before
+        the first erased id), or to none, and ``summary_version`` grows: no summary keeps their
+        text, and the summarizer re-folds only the evicted turns after that version's cursor.
+        """
+        ids = sorted(set(message_ids))
+        with self._txn() as db:
+            if not ids or db.one("SELECT 1 FROM state WHERE ns=?", (ns_id,)) is None:
+                return []
+            core.lock_session(db, ns_id)
+            record_ids, narrowed = provenance_after_erasure(core.records_citing(db, ns_id, ids), ids)
+            record_ids.sort()
+            core.delete_records(db, record_ids)
+            # A memory also said in messages that remain keeps those as its provenance.
+            db.many("UPDATE records SET message_ids=? WHERE id=?",
+                    [(to_json(list(remaining)), rid) for rid, remaining in narrowed])
+            members, args = db.in_(ids)
+            db.execute(f"DELETE FROM messages WHERE ns=? AND id {members}", [ns_id, *args])
+            db.execute("DELETE FROM summary_versions WHERE ns=? AND summary_cursor >= ?", (ns_id, ids[0]))
+            if ids[0] <= core.read_state(db, ns_id, None).summary_cursor:
+                clean = db.one("SELECT text, tokens, summary_cursor FROM summary_versions WHERE ns=? "
+                               "ORDER BY version DESC LIMIT 1", (ns_id,)) or ("", 0, 0)
+                # The clean version's text is copied as stored (sealed the same way, same subject).
+                db.execute("UPDATE state SET summary=?, summary_tokens=?, summary_cursor=?, "
+                           "summary_version=summary_version+1, failures=0, last_error=NULL, retry_at=0 WHERE ns=?",
+                           (*clean, ns_id))
+            core.bump(db, [ns_id])
+            return record_ids
+
+    def delete_namespaces(self, ns_ids: Sequence[int]) -> list[int]:
+        """Delete namespaces with everything they hold; returns the record ids removed.
+
+        In an encrypted journal, the key of every user (or anonymous session) left without a
+        session is then destroyed, after the commit: copies of the rows that outlive the
+        delete (a WAL, dead tuples, replicas, a backup, a copied file) can no longer be opened.
+        """
+        removed: list[int] = []
+        ordered = sorted(set(ns_ids))  # lock in one order: two deleters never deadlock
+        with self._txn() as db:
+            members, args = db.in_(ordered)
+            db.all(f"SELECT ns FROM state WHERE ns {members} ORDER BY ns{db.FOR_UPDATE}", args)
+            erased = [Namespace(r[0], r[1], r[2]) for r in db.all(
+                f"SELECT session_id, user_id, agent_id FROM namespaces WHERE ns {members} ORDER BY ns", args)]
+            for ns_id in ordered:
+                removed += core.delete_ns_content(db, ns_id)
+                db.execute("DELETE FROM state WHERE ns=?", (ns_id,))
+                db.execute("DELETE FROM namespaces WHERE ns=?", (ns_id,))
+        shred_orphans(self._cipher, erased, self._subject_in_use)
+        return removed
+
+    def _subject_in_use(self, ns: Namespace) -> bool:
+        """Whether a namespace sealed with ``ns``'s key still exists (its user, or the anonymous session)."""
+        sql, args = (("SELECT 1 FROM namespaces WHERE user_id=? LIMIT 1", (ns.user_id,)) if not ns.anonymous else
+                     ("SELECT 1 FROM namespaces WHERE user_id='' AND agent_id=? AND session_id=?",
+                      (ns.agent_id, ns.session_id)))
+        with self._autocommit() as db:
+            return db.one(sql, args) is not None
+
+    def summary_history(self, ns_id: int, limit: int = DEFAULT_SUMMARY_HISTORY) -> list[SummaryVersion]:
+        """The session's saved summary versions, newest first (at most ``limit``)."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+            raise JournalError(f"limit ({limit!r}) must be an integer >= 0")
+        with self._autocommit() as db:
+            rows = db.all("SELECT version, text, tokens, summary_cursor, created_at FROM summary_versions "
+                          "WHERE ns=? ORDER BY version DESC LIMIT ?", (ns_id, limit))
+            codec = self._codec(db)
+            return [SummaryVersion(int(r[0]), codec.summary(ns_id, str(r[1])), int(r[2]), int(r[3]), float(r[4]))
+                    for r in rows]
+
+    # --- records --------------------------------------------------------------------------
+
+    def records(self, ids: Sequence[int]) -> list[Record]:
+        """Records by id, in id order (ids that do not exist are left out)."""
+        if not ids:
+            return []
+        with self._autocommit() as db:
+            members, args = db.in_(list(ids))
+            rows = db.all(f"{RECORD_SELECT} WHERE r.id {members} ORDER BY r.id", args)
+            codec = self._codec(db)
+            return [row_record(r, codec) for r in rows]
+
+    def count_records(self, ns_id: int) -> int:
+        return self.record_stats(ns_id)[0]
+
+    def record_stats(self, ns_id: int) -> tuple[int, int]:
+        """How many records a session has, and its largest record id (0 when none)."""
+        with self._autocommit() as db:
+            row = db.one("SELECT count(*), coalesce(max(id), 0) FROM records WHERE ns=?", (ns_id,))
+        return (int(row[0]), int(row[1])) if row else (0, 0)
+
+    def record_ids(self, ns_id: int, after: int = 0) -> list[int]:
+        with self._autocommit() as db:
+            rows = db.all("SELECT id FROM records WHERE ns=? AND id>? ORDER BY id", (ns_id, after))
+        return [int(r[0]) for r in rows]
+
+    def scoped_records(self, ns_ids: Sequence[int], kinds: Sequence[str] | None = None,
+                       pinned_only: bool = False) -> list[Record]:
+        """Records of these namespaces (of these kinds, pinned ones only when asked), in id order."""
+        if not ns_ids:
+            return []
+        with self._autocommit() as db:
+            members, args = db.in_(list(ns_ids))
+            sql = f"{RECORD_SELECT} WHERE r.ns {members}"
+            if pinned_only:
+                sql += f" AND r.pinned = {db.TRUE}"
+            if kinds:
+                kind_members, kind_args = db.in_(list(kinds))
+                sql += f" AND r.kind {kind_members}"
+                args += kind_args
+            rows = db.all(sql + " ORDER BY r.id", args)
+            codec = self._codec(db)
+            return [row_record(r, codec) for r in rows]
+
+    def add_records(self, ns_id: int, records: Sequence[NewRecord]) -> list[int]:
+        """Insert records of one session; raises SessionErasedError when it was erased."""
+        with self.write(ns_id) as tx:
+            return tx.insert_records(records)
+
+    def delete_records(self, ids: Sequence[int]) -> int:
+        """Delete records (their links too) and queue their deletes from the vector store; how many existed."""
+        with self._txn() as db:
+            return core.delete_records(db, ids)
+
+    def update_record(self, record_id: int, *, text: str | None = None, importance: float | None = None,
+                      message_ids: tuple[int, ...] | None = None,
+                      metadata: Mapping[str, Any] | None = None, pinned: bool | None = None) -> None:
+        """Change the given fields of a record (``None`` leaves one as is), bump its session's
+        version and queue its upsert (the vector store's metadata follows)."""
+        if text is None and importance is None and message_ids is None and metadata is None and pinned is None:
+            return
+        with self._txn() as db:
+            row = db.one(f"SELECT ns FROM records WHERE id=?{db.FOR_UPDATE}", (record_id,))
+            if row is None:
+                return
+            ns_id = int(row[0])
+            codec = self._codec(db)
+            sets: list[str] = []
+            args: list[Any] = []
+            for column, value in (
+                    ("text", None if text is None else codec.sealed_column(ns_id, RECORD_TEXT, text)),
+                    ("terms", None if text is None else codec.index_terms(ns_id, text)),
+                    ("importance", importance),
+                    ("message_ids", None if message_ids is None else to_json(list(message_ids))),
+                    ("metadata", None if metadata is None else
+                     codec.sealed_column(ns_id, RECORD_METADATA, to_json(dict(metadata)))),
+                    ("pinned", None if pinned is None else bool(pinned))):
+                if value is not None:
+                    sets.append(f"{column}=?")
+                    args.append(value)
+            db.execute(f"UPDATE records SET {', '.join(sets)} WHERE id=?", (*args, record_id))
+            core.queue(db, [record_id], "upsert", ns_id)
+            core.bump(db, [ns_id])
+
+    # --- the index outbox ---------------------------------------------------------------
+
+    def outbox(self, limit: int, due_only: bool = True) -> list[OutboxItem]:
+        """Pending items, unclaimed (the single-process path; many indexers use ``claim_outbox``)."""
+        with self._autocommit() as db:
+            now, now_args = db.now()
+            due = f"WHERE retry_at <= {now} " if due_only else ""
+            rows = db.all(f"SELECT record_id, op, attempts, seq FROM outbox {due}ORDER BY record_id LIMIT ?",
+                          (*(now_args if due_only else ()), limit))
+        return [OutboxItem(int(r[0]), str(r[1]), int(r[2]), int(r[3])) for r in rows]
+
+    def outbox_done(self, items: Sequence[OutboxItem]) -> None:
+        """Drop items whose ``seq`` still matches; release the lease of the others (queued again meanwhile)."""
+        if not items:
+            return
+        with self._txn() as db:
+            core.outbox_done(db, items)
+
+    def outbox_failed(self, items: Sequence[OutboxItem], error: str) -> None:
+        """Per item: attempts + 1, retry after a growing delay, lease released (stale items: lease released only)."""
+        if not items:
+            return
+        with self._txn() as db:
+            core.outbox_failed(db, items, error)
+
+    def outbox_count(self, ns_ids: Sequence[int] | None = None) -> int:
+        """Pending items, of these namespaces only when given."""
+        with self._autocommit() as db:
+            if ns_ids is None:
+                row = db.one("SELECT count(*) FROM outbox")
+            else:
+                members, args = db.in_(list(ns_ids))
+                row = db.one(f"SELECT count(*) FROM outbox WHERE ns {members}", args)
+        return int(row[0]) if row else 0
+
+    def outbox_error(self, ns_ids: Sequence[int] | None = None) -> str | None:
+        """One last indexing error still pending, of these namespaces only when given."""
+        sql, args = "SELECT last_error FROM outbox WHERE last_error IS NOT NULL", []
+        with self._autocommit() as db:
+            if ns_ids is not None:
+                members, args = db.in_(list(ns_ids))
+                sql += f" AND ns {members}"
+            row = db.one(sql + " LIMIT 1", args)
+        return None if row is None else str(row[0])
+
+    def pending_records(self, ns_ids: Sequence[int], limit: int) -> list[Record]:
+        """Records of these namespaces whose upsert is still queued (not yet in the vector store).
+
+        The newest ``limit`` of them, in id order: a query searches them exactly (their
+        vectors are computed on the spot) until the indexer catches up.
+        """
+        if not ns_ids or limit <= 0:
+            return []
+        with self._autocommit() as db:
+            members, args = db.in_(list(ns_ids))
+            rows = db.all(f"{RECORD_SELECT} JOIN outbox o ON o.record_id = r.id "
+                          f"WHERE o.op = 'upsert' AND r.ns {members} ORDER BY r.id DESC LIMIT ?", [*args, limit])
+            codec = self._codec(db)
+            return [row_record(r, codec) for r in reversed(rows)]
+
+    def requeue_all(self) -> int:
+        """Queue every record for upsert afresh (``reindex``); the number of pending items."""
+        with self._txn() as db:
+            seq, seq_args = db.new_seq()
+            db.execute(f"INSERT INTO outbox (record_id, op, seq, ns) SELECT id, 'upsert', {seq}, ns FROM records "
+                       "WHERE true ON CONFLICT (record_id) DO UPDATE SET op='upsert', attempts=0, last_error=NULL, "
+                       "retry_at=0, seq=excluded.seq, ns=excluded.ns", seq_args)
+            self._rebuild_keyword_index(db)
+            row = db.one("SELECT count(*) FROM outbox")
+            return int(row[0]) if row else 0
+
+    def _rebuild_keyword_index(self, db: core.Sql) -> None:
+        """Rebuild what the keyword index derives from the records (nothing where the engine keeps it)."""
+
+    # --- links ----------------------------------------------------------------------------
+
+    def links(self, record_ids: Sequence[int]) -> list[tuple[int, int, str, float]]:
+        if not record_ids:
+            return []
+        with self._autocommit() as db:
+            members, args = db.in_(list(record_ids))
+            rows = db.all(f"SELECT a, b, relation, strength FROM links WHERE a {members} OR b {members}",
+                          [*args, *args])
+        return [(int(r[0]), int(r[1]), str(r[2]), float(r[3])) for r in rows]
+
+    def add_link(self, a: int, b: int, relation: str, strength: float) -> None:
+        with self._txn() as db:
+            db.execute("INSERT INTO links VALUES (?,?,?,?) "
+                       "ON CONFLICT (a, b, relation) DO UPDATE SET strength=excluded.strength",
+                       (a, b, relation, strength))

@@ -4,6 +4,7 @@ run through the raw driver and through SQLAlchemy Core, p50/p95 per operation (i
     .venv/bin/python benchmarks/sql_layer_cost.py                       # SQLite, and a throwaway PostgreSQL
     .venv/bin/python benchmarks/sql_layer_cost.py --postgres URL        # an existing PostgreSQL server
     .venv/bin/python benchmarks/sql_layer_cost.py --no-postgres --n 2000
+    .venv/bin/python benchmarks/sql_layer_cost.py --keyword 20000      # PostgreSQL keyword ranking: bm25 vs ts_rank_cd
 
 Both sides run the same statements on the same schema (a journal opened by langmem-tiers, so the
 same tables, indexes, FTS5 triggers, WAL and ``synchronous=FULL``), in one write transaction:
@@ -14,6 +15,10 @@ same tables, indexes, FTS5 triggers, WAL and ``synchronous=FULL``), in one write
 SQLAlchemy runs them as Core constructs (``table()``/``column()``, compiled once and cached, as a
 rewrite would write them) on a ``Connection`` from ``create_engine``; the raw side is the
 statements the journals send today, on ``sqlite3`` / ``psycopg``. The ratio is SQLAlchemy / raw.
+
+``--keyword N`` instead times PostgreSQL's keyword search on N records of one session (Zipf-distributed
+words, as ``benchmarks/core_latency.py`` writes them): the journal's bm25 statement against the
+single ``ts_rank_cd`` statement it replaced, for the same 5-word questions.
 """
 
 from __future__ import annotations
@@ -266,12 +271,62 @@ def throwaway_postgres(url: str | None, wanted: bool) -> Iterator[str | None]:
             yield started
 
 
+# The keyword search PostgreSQL ran before bm25 (ts_rank_cd of the whole OR query).
+TS_RANK_CD_SQL = ("SELECT r.id, ts_rank_cd(r.tsv, q.query) AS score FROM records r, "
+                  "to_tsquery('english'::regconfig, %s) AS q(query) WHERE r.tsv @@ q.query AND r.ns = ANY(%s) "
+                  "ORDER BY score DESC, r.id DESC LIMIT %s")
+
+
+def keyword_rows(url: str, size: int, n: int) -> list[tuple[str, str, float, float]]:
+    import random
+    import uuid
+
+    import psycopg
+
+    from benchmarks.core_latency import ZIPF_WEIGHTS, ZIPF_WORDS
+    from langmem_tiers.journal.base import NewRecord
+    from langmem_tiers.journal.postgres import PostgresJournal, ts_query
+
+    rng = random.Random(7)
+    schema = f"bench_kw_{uuid.uuid4().hex[:12]}"
+    journal = PostgresJournal(url, schema=schema)
+    try:
+        ns_id = journal.namespace_id(Namespace("bench", "u"))
+        assert ns_id is not None
+        for start in range(0, size, 1000):
+            journal.add_records(ns_id, [NewRecord("turn", " ".join(rng.choices(ZIPF_WORDS, ZIPF_WEIGHTS, k=30)))
+                                        for _ in range(min(1000, size - start))])
+        questions = [" ".join(rng.choices(ZIPF_WORDS, ZIPF_WEIGHTS, k=5)) for _ in range(n)]
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f'SET search_path TO "{schema}"')
+            conn.execute("ANALYZE records")
+
+            def old(i: int) -> None:
+                conn.execute(TS_RANK_CD_SQL, (ts_query(questions[i]), [ns_id], 10)).fetchall()
+
+            rows = [(f"postgres {size} records", "ts_rank_cd (before)", *timed(n, old))]
+        rows.append((f"postgres {size} records", "bm25 (now)",
+                     *timed(n, lambda i: journal.keyword_search(questions[i], [ns_id], 10) and None)))
+        return rows
+    finally:
+        journal.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=1000, help="operations timed per side (default 1000)")
     parser.add_argument("--postgres", metavar="URL", help="an existing server (default: start a throwaway one)")
     parser.add_argument("--no-postgres", action="store_true", help="SQLite only")
+    parser.add_argument("--keyword", type=int, metavar="N", help="time PostgreSQL keyword search on N records")
     args = parser.parse_args()
+    if args.keyword:
+        with throwaway_postgres(args.postgres, True) as url:
+            assert url is not None
+            kw = keyword_rows(url, args.keyword, args.n)
+        print(f"{'journal':<26}{'keyword ranking':<22}{'p50 ms':>9}{'p95 ms':>9}")
+        for where, what, p50, p95 in kw:
+            print(f"{where:<26}{what:<22}{p50:>9.3f}{p95:>9.3f}")
+        return
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         rows += sqlite_rows(Path(tmp), args.n)

@@ -467,6 +467,73 @@ def test_keyword_search_ranks_overlap_first_and_respects_scope_and_k(
     assert journal.keyword_search("?! ...", [ns_id], 10) == []
 
 
+# A small chat history for ranking quality: the same expectations hold FTS5 bm25 and
+# PostgreSQL's ranking to one standard (realistic lines, common words repeated across them).
+RANKING_CORPUS = [
+    "We booked the trip to Lisbon for the second week of May",
+    "The business trip to Munich got moved to next month",
+    "That trip was long, the trip back even longer",
+    "We rented a kayak on the lake and it tipped over",
+    "Planning a road trip along the coast with my brother",
+    "The train trip from Porto took almost three hours",
+    "My sister and her husband visited, my sister brought a cake",
+    "My sister lives in Toronto now",
+    "Hannah starts school in September",
+    "I called my sister about the birthday party",
+    "My older sister is a nurse",
+    "My dentist appointment moved to Thursday afternoon",
+    "The dentist said my teeth are fine",
+    "I have an appointment with the bank on Monday",
+    "Reschedule the appointment with the plumber",
+    "I have a peanut allergy, so no satay please",
+    "The wedding in Porto is on June 14",
+    "Her wedding dress was blue",
+    "We danced all night at the wedding",
+    "The wedding planner sent the invoice",
+    "Porto has great custard tarts",
+    "Budget for the kitchen renovation is 12000 euros",
+    "I keep the household budget in a spreadsheet",
+    "The budget meeting ran late, the budget is tight this year",
+    "Remember to water the basil on the balcony",
+    "My laptop battery dies after two hours",
+    "The cat knocked the plant off the windowsill",
+    "I started learning Portuguese on Duolingo",
+    "Our flight to Madrid leaves at 7:40",
+    "The flight was delayed by two hours, so we missed dinner",
+    "I prefer window seats on long flights",
+    "My manager approved the vacation days",
+    "The sprint review is on Friday",
+    "Deploying the new cache cut latency in half",
+    "I ran 10 kilometers this morning",
+    "The marathon training plan starts in June",
+    "Grandma's recipe uses too much sugar",
+    "We adopted a rescue dog named Pepper",
+    "Pepper chewed my running shoes",
+    "The car needs new winter tires before December",
+]
+
+RANKING_CASES: list[tuple[str, str, list[int]]] = [
+    # (label, query, corpus indexes the top hits must be, in order)
+    ("the rare word outranks a common word said twice", "what did I say about the kayak trip", [3]),
+    ("a name outranks a common word said twice", "sister Hannah", [8]),
+    ("both query words beat one", "dentist appointment", [11]),
+    ("both words beat one common word", "Porto wedding", [16]),
+    ("plural query finds the singular", "allergies", [15]),
+    ("singular query finds the plural first", "flight delays", [29]),
+    ("a rare word beats a frequent one", "budget spreadsheet", [22]),
+]
+
+
+@pytest.mark.parametrize(("label", "query", "top"), RANKING_CASES, ids=[c[0] for c in RANKING_CASES])
+def test_keyword_ranking_quality(journal: Journal, label: str, query: str, top: list[int]) -> None:
+    ns_id = _ns(journal, "ranking")
+    ids = journal.add_records(ns_id, [NewRecord("turn", text, created_at=1000.0 + i)
+                                      for i, text in enumerate(RANKING_CORPUS)])
+    hits = journal.keyword_search(query, [ns_id], 5)
+    ranked = [RANKING_CORPUS[ids.index(h.record_id)] for h in hits]
+    assert ranked[:len(top)] == [RANKING_CORPUS[i] for i in top], ranked
+
+
 def test_records_round_trip_update_and_delete(journal: Journal) -> None:
     ns = Namespace("s", "u", "a")
     ns_id = journal.namespace_id(ns) or 0

@@ -353,11 +353,14 @@ class ReadTxn(Protocol):
 
     def count_between(self, ns_id: int, after: int, before: int) -> int: ...
 
-    def last_message_id(self, ns_id: int) -> int: ...
-
 
 class Journal(Protocol):
-    """A durable store of sessions, messages, summary state, recall records and the index outbox."""
+    """A durable store of sessions, messages, summary state, recall records and the index outbox.
+
+    What the core calls and nothing more. The SQL backends offer a few more methods for tools
+    and tests (``messages_by_id``, ``outbox`` without a claim, ``integrity_check``,
+    ``ReadTxn.last_message_id``); code that needs one holds the concrete journal.
+    """
 
     url: str
 
@@ -377,13 +380,9 @@ class Journal(Protocol):
 
     def count_messages(self, ns_id: int | None = None) -> int: ...
 
-    def messages_by_id(self, ids: Sequence[int]) -> list[Message]: ...
-
     def outbox_error(self, ns_ids: Sequence[int] | None = None) -> str | None:
         """One last indexing error still pending, of these namespaces only when given."""
         ...
-
-    def integrity_check(self) -> str: ...
 
     def namespaces(self, scope: Scope | None = None) -> list[tuple[int, Namespace]]: ...
 
@@ -429,10 +428,6 @@ class Journal(Protocol):
                       metadata: Mapping[str, Any] | None = None, pinned: bool | None = None) -> None:
         """Change the given fields of a record (``None`` leaves one as is), bump its session's
         version and queue its upsert (the vector store's metadata follows)."""
-        ...
-
-    def outbox(self, limit: int, due_only: bool = True) -> list[OutboxItem]:
-        """Pending items without claiming them (single-process indexers; prefer ``claim_outbox``)."""
         ...
 
     def claim_outbox(self, limit: int, *, owner: str, lease_s: float, due_only: bool = True) -> list[OutboxItem]:

@@ -434,46 +434,43 @@ class PostgresJournal(SqlJournal):
 
     def keyword_search(self, query: str, ns_ids: Sequence[int], k: int,
                        kinds: Sequence[str] | None = None) -> list[KeywordHit]:
-        """``ts_rank_cd``-ranked records of these namespaces matching any word of ``query``."""
+        """bm25-ranked records of these namespaces matching any word of ``query`` (see ``BM25_SQL``).
+
+        The GIN index finds the records matching any word; each word is then weighed by how
+        rare it is among them, as SQLite's FTS5 bm25 does. The namespace filter is a column
+        of records, never a term of the text index.
+        """
         if not ns_ids or k <= 0:
             return []
-        args: list[Any]
-        if self._cipher is None:
-            match = ts_query(query)
-            if not match:
-                return []
-            tsquery, args = "to_tsquery('english'::regconfig, ?)", [match]
-        else:
-            tsquery, args = self._blind_tsquery(query, ns_ids)
-            if not tsquery:
-                return []
-        # The namespace filter is a column of records, never a term of the text index.
-        sql = (f"SELECT r.id, ts_rank_cd(r.tsv, q.query, {RANK_NORMALIZATION}) AS score "
-               f"FROM records r, {tsquery} AS q(query) WHERE r.tsv @@ q.query AND r.ns = ANY(?)")
-        args.append(list(ns_ids))
-        if kinds:
-            sql += " AND r.kind = ANY(?)"
-            args.append(list(kinds))
-        with self._autocommit() as db:
-            rows = db.all(sql + " ORDER BY score DESC, r.id DESC LIMIT ?", [*args, k])
-        return [KeywordHit(int(r[0]), i + 1, float(r[1])) for i, r in enumerate(rows)]
-
-    def _blind_tsquery(self, query: str, ns_ids: Sequence[int]) -> tuple[str, list[Any]]:
-        """The tsquery of an encrypted journal: the blind tokens of the query's words ('simple'), OR-ed
-        with the plaintext words ('english') only when records from before encryption may exist."""
-        assert self._cipher is not None
-        words = search_terms(query)
+        terms = self._query_terms(query, ns_ids)
         parts: list[str] = []
         args: list[Any] = []
-        blind = ts_query("", self._cipher.query_terms(self._search_namespaces(ns_ids), words))
-        if blind:
-            parts.append("to_tsquery('simple'::regconfig, ?)")
-            args.append(blind)
-        plain = ts_query(query) if self._plain_records else None
-        if plain:
-            parts.append("to_tsquery('english'::regconfig, ?)")
-            args.append(plain)
-        return (f"(SELECT {' || '.join(parts)})" if parts else ""), args
+        for config in ("simple", "english"):  # one OR query per text search configuration
+            text = ts_query("", [w for c, w in terms if c == config])
+            if text:
+                parts.append(f"to_tsquery('{config}'::regconfig, ?)")
+                args.append(text)
+        if not parts:
+            return []
+        kind_filter = ""
+        args.append(list(ns_ids))
+        if kinds:
+            kind_filter = " AND r.kind = ANY(?)"
+            args.append(list(kinds))
+        args += [[c for c, _ in terms], [ts_query("", [w]) for _, w in terms], k]
+        with self._autocommit() as db:
+            rows = db.all(BM25_SQL.format(match=" || ".join(parts), kinds=kind_filter), args)
+        return [KeywordHit(int(r[0]), i + 1, float(r[1])) for i, r in enumerate(rows)]
+
+    def _query_terms(self, query: str, ns_ids: Sequence[int]) -> list[tuple[str, str]]:
+        """``(text search configuration, word)`` pairs a query searches for. Encrypted: the blind tokens
+        of its words ('simple': they are not English), plus the plaintext words ('english') only when
+        records from before encryption may exist."""
+        words = search_terms(query)
+        if self._cipher is None:
+            return [("english", w) for w in words]
+        terms = [("simple", t) for t in self._cipher.query_terms(self._search_namespaces(ns_ids), words)]
+        return terms + [("english", w) for w in words] if self._plain_records else terms
 
     def claim_outbox(self, limit: int, *, owner: str, lease_s: float, due_only: bool = True) -> list[OutboxItem]:
         """Claim up to ``limit`` unleased items (due ones unless ``due_only=False``) for ``lease_s`` seconds.
@@ -562,8 +559,31 @@ class PostgresJournal(SqlJournal):
         return f"PostgresJournal({self.url!r}, schema={self.schema!r})"
 
 
-# ts_rank_cd's normalization (a bit mask): 0 ranks the raw cover density. See keyword_search.
-RANK_NORMALIZATION = 0
+# Keyword ranking: Okapi bm25 (k1 = 1.2, b = 0.75, FTS5's constants) over the records that match.
+# ts_rank_cd alone has no notion of how rare a word is: "kayak trip" ranked "that trip was long, the
+# trip back" above the only record about a kayak (the contract suite's ranking cases). Here each
+# query word's document frequency is counted among the matching records of the scope (bm25 takes
+# it from the whole index; a count over the scope would cost a scan per query), its term frequency
+# is ts_rank_cd of that word alone with unit weights (= its occurrences), and the record length
+# is its number of lexemes. Arguments: the OR query's texts, the namespaces, [the kinds], the
+# words' configurations and quoted words, k.
+BM25_SQL = """
+WITH hit AS MATERIALIZED (
+    SELECT r.id, r.tsv, length(r.tsv)::float8 AS dl FROM records r, (SELECT {match}) AS q(query)
+    WHERE r.tsv @@ q.query AND r.ns = ANY(?){kinds}),
+term AS (
+    SELECT DISTINCT to_tsquery(t.config::regconfig, t.word)::text AS lexeme
+    FROM unnest(?::text[], ?::text[]) AS t(config, word)),
+tf AS (
+    SELECT h.id, h.dl, t.lexeme, ts_rank_cd('{{1,1,1,1}}', h.tsv, t.lexeme::tsquery, 0)::float8 AS tf
+    FROM hit h JOIN term t ON t.lexeme <> '' AND h.tsv @@ t.lexeme::tsquery),
+df AS (SELECT lexeme, count(*)::float8 AS n FROM tf GROUP BY lexeme),
+total AS (SELECT count(*)::float8 AS n, avg(dl) AS avgdl FROM hit)
+SELECT tf.id, sum(ln(1 + (total.n - df.n + 0.5) / (df.n + 0.5))
+                  * tf.tf * 2.2 / (tf.tf + 1.2 * (0.25 + 0.75 * tf.dl / greatest(total.avgdl, 1)))) AS score
+FROM tf JOIN df USING (lexeme), total
+GROUP BY tf.id ORDER BY score DESC, tf.id DESC LIMIT ?
+"""
 
 
 def _rollback(conn: Conn, error: type[Exception]) -> None:

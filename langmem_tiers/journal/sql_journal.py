@@ -424,7 +424,8 @@ class SqlJournal:
 
     def outbox_error(self, ns_ids: Sequence[int] | None = None) -> str | None:
         """One last indexing error still pending, of these namespaces only when given."""
-        sql, args = "SELECT last_error FROM outbox WHERE last_error IS NOT NULL", []
+        sql = "SELECT last_error FROM outbox WHERE last_error IS NOT NULL"
+        args: list[Any] = []
         with self._autocommit() as db:
             if ns_ids is not None:
                 members, args = db.in_(list(ns_ids))

@@ -1,0 +1,133 @@
+"""What ``context()`` gathers before :func:`langmem_tiers.context.assemble` budgets it: the window
+snapshot, pinned memories, the user's typed memories (profile, skills, working state), recall hits
+sized to the budget the other tiers leave, and superseded memories labelled as past."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from langmem_tiers.context import Context, Omission, WindowMessage, assemble, recall_share
+from langmem_tiers.errors import ConfigError
+from langmem_tiers.flow import Blocking, Flow
+from langmem_tiers.journal.base import Record, Scope, SessionState
+from langmem_tiers.memory import reads
+from langmem_tiers.memory_types import expiry, fields, skills
+from langmem_tiers.memory_types.working import current_items, working_lines
+from langmem_tiers.recall.engine import SearchFilters
+from langmem_tiers.recall.hits import RecallHit
+from langmem_tiers.semantic.profile import PROFILE_KINDS, ProfileLine, profile_lines, wants_history
+
+if TYPE_CHECKING:
+    from langmem_tiers.memory.tiered import TieredMemory
+
+MAX_RECALL_K = 64  # hits asked for at most, however much spare budget recall may fill
+MIN_HIT_TOKENS = 32  # a short turn (a question and a short reply): sizes the hits asked for a larger share
+
+
+def context_flow(m: TieredMemory, query: str | None, budget: int | None) -> Flow[Context]:
+    """``context()``: gather every tier, then assemble them within the budget."""
+    if query is not None and not isinstance(query, str):
+        raise ConfigError(f"query must be a string or None; got {type(query).__name__}")
+    if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int)):
+        raise ConfigError(f"budget must be an integer number of tokens or None; got {budget!r}")
+    state, window, pending = yield Blocking(lambda: reads.snapshot(m))
+    omitted = []
+    if pending:
+        reason = "evicted, waiting for the summarizer"
+        if state.last_error:
+            reason += f" (last error: {state.last_error})"
+        omitted.append(Omission("pending", reason, 0, ()))
+    hits: list[RecallHit] = []
+    pinned: list[str] = []
+    now = m.clock()  # expiry is judged once per call (langmem_tiers.memory_types.expiry)
+    # The profile, skills and working state in one read of the user's memories of those kinds.
+    typed = expiry.live((yield Blocking(lambda: typed_records(m))), now) if typed_kinds(m) else []
+    working = working_lines(current_items(typed, m.namespace, now)) if m.config.working_tokens else []
+    if m.recall is not None:
+        recall = m.recall
+        # Pinned memories belong to the user: they appear in every one of the user's sessions.
+        # Without a user id, every scope narrows to this session (Scope.matches).
+        pinned_scope = Scope("user", m.namespace)
+        pinned = [r.text for r in expiry.live((yield Blocking(lambda: recall.pinned(pinned_scope))), now)]
+        if query is None:
+            query = next((w.message.text for w in reversed(window) if w.message.role == "user"), None)
+        if query and m.config.recall_k and m.config.recall_tokens:
+            exclude = frozenset(w.message.id for w in window if w.message.id is not None)
+            found = yield from recall.search_flow(query, recall_k(m, budget, state, window, pinned, working),
+                                                  Scope(m.config.recall_scope, m.namespace),
+                                                  SearchFilters(exclude_message_ids=exclude, now=now))
+            hits = [h for h in found if not h.pinned]
+    profile = []
+    if m.config.profile_tokens:
+        profile = profile_lines([r for r in typed if r.kind in PROFILE_KINDS], query)
+    if hits:
+        hits = yield Blocking(lambda: reads.label_past(m, hits))
+        hits = yield from recall_beside_profile(m, hits, profile, query, window)
+    if m.config.skills_k and query:
+        hits = skills.lead_with_skills(hits, typed, query, m.config.skills_k)
+    context = assemble(window=window, summary=state.summary, pinned=pinned, hits=hits, config=m.config,
+                       counter=m.counter, budget=budget, omitted=omitted, session=m.namespace,
+                       profile=profile, working=working)
+    m.metrics.observe_context(context)
+    return context
+
+
+def typed_kinds(m: TieredMemory) -> list[str]:
+    """The kinds of the user's memories that the configured tiers deliver (none when every one is off)."""
+    cfg = m.config
+    return [*(PROFILE_KINDS if cfg.profile_tokens else ()), *((fields.SKILL_KIND,) if cfg.skills_k else ()),
+            *((fields.WORKING_KIND,) if cfg.working_tokens else ())]
+
+
+def typed_records(m: TieredMemory) -> list[Record]:
+    return m.journal.scoped_records(m._user_ns_ids(), typed_kinds(m))
+
+
+def recall_k(m: TieredMemory, budget: int | None, state: SessionState, window: Sequence[WindowMessage],
+             pinned: Sequence[str], working: Sequence[Any] = ()) -> int:
+    """Hits to ask for: ``recall_k``, scaled up when recall may use budget the other tiers leave."""
+    cfg = m.config
+    share = recall_share(cfg, cfg.context_tokens if budget is None else budget, sum(w.tokens for w in window),
+                         state.summary_tokens, m.counter.count_text("\n".join(pinned)) if pinned else 0,
+                         bool(cfg.profile_tokens),
+                         min(m.counter.count_text("\n".join(w.text for w in working)), cfg.working_tokens)
+                         if working else 0)
+    if share <= cfg.recall_tokens:
+        return cfg.recall_k
+    # Enough hits that even short turns fill the larger share; the assembly cuts by tokens.
+    return min(max(cfg.recall_k, math.ceil(share / MIN_HIT_TOKENS)), MAX_RECALL_K)
+
+
+def recall_beside_profile(m: TieredMemory, hits: list[RecallHit], profile: Sequence[ProfileLine],
+                          query: str | None, window: Sequence[WindowMessage]) -> Flow[list[RecallHit]]:
+    """The recall hits to deliver beside the profile.
+
+    A current fact the profile shows is not repeated, and a superseded memory is recalled only
+    when the query asks about the past (:func:`~langmem_tiers.semantic.profile.wants_history`).
+    The recall engine keeps one hit per turn, so a fact extracted from a turn may have taken
+    that turn's place: then the turn is recalled instead (one more query, turns only, and only
+    in that case), so the model still sees the conversation the fact came from.
+    """
+    shown = {p.record_id for p in profile}
+    history = wants_history(query)
+    kept = [h for h in hits if h.record_id not in shown and (history or "valid_to" not in h.metadata)]
+    covered = {i for h in kept for i in h.message_ids}
+    missing = {i for h in hits if h.record_id in shown for i in h.message_ids} - covered
+    if not missing or not query or m.recall is None:
+        return kept
+    exclude = frozenset(w.message.id for w in window if w.message.id is not None)
+    turns = yield from m.recall.search_flow(query, m.config.recall_k, Scope(m.config.recall_scope, m.namespace),
+                                            SearchFilters(kinds=("turn",), exclude_message_ids=exclude))
+    have = {h.record_id for h in kept}
+    back = [t for t in turns if set(t.message_ids) & missing and t.record_id not in have]
+    # In the place of the fact they stand for: the engine's order is the ranking.
+    out: list[RecallHit] = []
+    for h in hits:
+        if h.record_id in have:
+            out.append(h)
+        elif h.record_id in shown:
+            taken = {o.record_id for o in out}
+            out += [t for t in back if set(t.message_ids) & set(h.message_ids) and t.record_id not in taken]
+    return out[:len(hits)]  # never more hits than the engine gave

@@ -11,10 +11,8 @@ from langmem_tiers.errors import ConfigError
 from langmem_tiers.recall.fusion import (
     FusionParams,
     ScoreParts,
-    cosine,
     fuse,
     jaccard,
-    mmr_dedupe,
     recency_weight,
     retention,
     rrf,
@@ -93,16 +91,6 @@ def test_retention_refuses(importance: float, stability: float) -> None:
 
 
 @pytest.mark.parametrize(("a", "b", "want"), [
-    ([1.0, 0.0], [2.0, 0.0], 1.0),
-    ([1.0, 0.0], [0.0, 3.0], 0.0),
-    ([1.0, 1.0], [-1.0, -1.0], -1.0),
-    ([0.0, 0.0], [1.0, 0.0], 0.0),
-])
-def test_cosine(a: list[float], b: list[float], want: float) -> None:
-    assert cosine(a, b) == pytest.approx(want)
-
-
-@pytest.mark.parametrize(("a", "b", "want"), [
     ("I like tea", "i LIKE tea!", 1.0),
     ("tea", "coffee", 0.0),
     ("a b c d", "a b", 0.5),
@@ -111,27 +99,6 @@ def test_cosine(a: list[float], b: list[float], want: float) -> None:
 ])
 def test_jaccard(a: str, b: str, want: float) -> None:
     assert jaccard(a, b) == pytest.approx(want)
-
-
-@pytest.mark.parametrize(("candidates", "features", "threshold", "want"), [
-    (["a", "b", "c"], {"a": [1.0, 0.0], "b": [0.99, 0.01], "c": [0.0, 1.0]}, 0.95, ["a", "c"]),
-    (["a", "b", "c"], {"a": [1.0, 0.0], "b": [0.99, 0.01], "c": [0.0, 1.0]}, 1.0, ["a", "b", "c"]),
-    (["a", "b"], {"a": [0.6, 0.8], "b": [0.6, 0.8]}, 1.0, ["a"]),  # identical: dropped even at 1.0
-    (["a", "b", "c"], {"a": "likes green tea", "b": "Likes green tea.", "c": "owns a cat"}, 0.9, ["a", "c"]),
-    (["a", "b"], {"a": "likes green tea", "b": [1.0, 0.0]}, 0.5, ["a", "b"]),  # incomparable: kept
-    (["a", "b", "a"], {}, 0.5, ["a", "b"]),  # no features: kept, repeats dropped
-    (["b", "a"], {"a": [1.0, 0.0], "b": [1.0, 0.0]}, 0.9, ["b"]),  # order decides who stays
-])
-def test_mmr_dedupe(
-    candidates: list[str], features: dict[str, Any], threshold: float, want: list[str]
-) -> None:
-    assert mmr_dedupe(candidates, features, threshold) == want
-
-
-@pytest.mark.parametrize("threshold", [0.0, -0.5, 1.5, math.nan])
-def test_mmr_dedupe_refuses(threshold: float) -> None:
-    with pytest.raises(ConfigError):
-        mmr_dedupe(["a"], {}, threshold)
 
 
 @pytest.mark.parametrize("kwargs", [
@@ -194,3 +161,19 @@ def test_score_parts_are_frozen() -> None:
     ((_, p),) = fuse(["a"], [])
     with pytest.raises(AttributeError):
         p.total = 1.0  # type: ignore[misc]
+
+
+def test_fuse_extra_lists_and_boosts() -> None:
+    # Off (no extra list, no boost): the two-list fusion of before, every boost 1.
+    plain = fuse(["a", "b"], ["b", "c"])
+    assert [c for c, _ in plain] == ["b", "a", "c"]
+    assert all(p.boost == 1.0 for _, p in plain)
+    # A third list that ranks "c" first lifts it above "a"; a new id from it is scored too.
+    extra = dict(fuse(["a", "b"], ["b", "c"], extra=[(["c", "d"], 1.0)]))
+    assert extra["c"].rrf == pytest.approx(1 / 62 + 1 / 61)
+    assert extra["c"].total > extra["a"].total
+    assert "d" in extra
+    # A boost multiplies the total and is reported.
+    boosted = dict(fuse(["a", "b"], ["b", "c"], boosts={"c": 3.0}))
+    assert boosted["c"].boost == 3.0
+    assert boosted["c"].total == pytest.approx(3.0 * dict(plain)["c"].total)

@@ -2,8 +2,10 @@
 
 A recall query ranks candidates twice (keyword and vector); :func:`rrf` fuses the
 ranks, :func:`recency_weight` and :func:`retention` shape the fused score by age and
-importance, :func:`mmr_dedupe` drops near-duplicates, and :func:`fuse` puts it together
-into :class:`ScoreParts` so a caller can show why a memory ranked where it did.
+importance, and :func:`fuse` puts it together into :class:`ScoreParts` so a caller can
+show why a memory ranked where it did. Query analysis may add rank lists (a keyword
+search over the query's names and numbers, a second stage within the best sessions) and
+per-record boosts (a time window the query names): see :mod:`langmem_tiers.recall.query`.
 """
 
 from __future__ import annotations
@@ -111,18 +113,6 @@ def retention(importance: float, age_seconds: float, stability_seconds: float, p
     return float(importance) * math.exp(-age / (stability_seconds * (1.0 + importance)))
 
 
-def cosine(a: Sequence[float], b: Sequence[float]) -> float:
-    """Cosine similarity of two vectors; 0 when either is all zeros."""
-    if len(a) != len(b):
-        raise ValueError(f"vectors differ in length: {len(a)} and {len(b)}")
-    dot = sum(x * y for x, y in zip(a, b))
-    na = math.sqrt(sum(x * x for x in a))
-    nb = math.sqrt(sum(y * y for y in b))
-    if na == 0.0 or nb == 0.0:
-        return 0.0
-    return dot / (na * nb)
-
-
 def jaccard(a: str, b: str) -> float:
     """Jaccard similarity of the lower-cased word sets of two texts; 1 for two empty texts."""
     wa = set(_WORD.findall(a.lower()))
@@ -130,65 +120,6 @@ def jaccard(a: str, b: str) -> float:
     if not wa and not wb:
         return 1.0
     return len(wa & wb) / len(wa | wb)
-
-
-def mmr_dedupe(
-    candidates: Sequence[str],
-    features: Mapping[str, Sequence[float] | str],
-    threshold: float,
-) -> list[str]:
-    """Keep candidates in order, dropping any too similar to one already kept.
-
-    Similarity is the cosine of embeddings when the feature is a vector, or the Jaccard
-    of word sets when it is a text (embeddings are not always at hand, e.g. for a
-    keyword-only hit). Candidates without a feature are always kept.
-
-    Args:
-        candidates: ids, best first.
-        features: id -> embedding or text.
-        threshold: drop a candidate whose similarity to a kept one is ``>= threshold``;
-            in ``(0, 1]`` (1 drops exact duplicates only).
-
-    Returns:
-        The kept ids, in their original order.
-
-    Raises:
-        ConfigError: threshold outside ``(0, 1]``.
-
-    Example:
-        >>> mmr_dedupe(["a", "b", "c"], {"a": "I like tea", "b": "i like TEA", "c": "cats"}, 0.9)
-        ['a', 'c']
-    """
-    if not 0.0 < threshold <= 1.0:
-        raise ConfigError(f"threshold ({threshold!r}) must be in (0, 1]: 0.92 suits MiniLM embeddings")
-    kept: list[str] = []
-    kept_features: list[Sequence[float] | str] = []
-    for cid in candidates:
-        if cid in kept:
-            continue
-        feature = features.get(cid)
-        if feature is None:
-            kept.append(cid)
-            continue
-        duplicate = False
-        for other in kept_features:
-            # A text and a vector cannot be compared; such pairs are never duplicates.
-            if isinstance(feature, str):
-                if not isinstance(other, str):
-                    continue
-                sim = jaccard(feature, other)
-            else:
-                if isinstance(other, str):
-                    continue
-                sim = cosine(feature, other)
-            # Float rounding makes identical normalized vectors score 0.9999999.
-            if sim >= threshold - 1e-9:
-                duplicate = True
-                break
-        if not duplicate:
-            kept.append(cid)
-            kept_features.append(feature)
-    return kept
 
 
 @dataclass(frozen=True)
@@ -240,7 +171,8 @@ class ScoreParts:
         rrf: the fused rank score.
         recency: :func:`recency_weight` of the memory's age.
         importance: :func:`retention` of the memory's importance.
-        total: ``rrf * (1 + recency_coef * recency) * (1 + importance_coef * importance)``.
+        total: ``rrf * (1 + recency_coef * recency) * (1 + importance_coef * importance) * boost``.
+        boost: the query's multiplier for this memory (1: none; see :func:`fuse`).
     """
 
     keyword_rank: int | None
@@ -249,6 +181,7 @@ class ScoreParts:
     recency: float
     importance: float
     total: float
+    boost: float = 1.0
 
 
 def fuse(
@@ -259,6 +192,8 @@ def fuse(
     importances: Mapping[str, float] | None = None,
     pinned: frozenset[str] | set[str] = frozenset(),
     params: FusionParams | None = None,
+    extra: Sequence[tuple[Sequence[str], float]] = (),
+    boosts: Mapping[str, float] | None = None,
 ) -> list[tuple[str, ScoreParts]]:
     """Fuse keyword and vector rankings, shaped by recency and importance.
 
@@ -269,6 +204,8 @@ def fuse(
         importances: id -> importance in ``[0, 1]``; a missing id counts as 0.
         pinned: ids whose importance never decays.
         params: weights; defaults to :class:`FusionParams()`.
+        extra: more rank lists with their RRF weights (ids best first), fused with the two above.
+        boosts: id -> multiplier of the total (a missing id: 1).
 
     Returns:
         ``(id, ScoreParts)`` pairs, best first; ties keep vector order, then keyword order.
@@ -280,17 +217,21 @@ def fuse(
     p = params or FusionParams()
     ages = ages or {}
     importances = importances or {}
-    base = rrf([keyword_ids, vector_ids], k=p.rrf_k, weights=[p.keyword_weight, p.vector_weight])
+    base = rrf([keyword_ids, vector_ids, *(ids for ids, _ in extra)], k=p.rrf_k,
+               weights=[p.keyword_weight, p.vector_weight, *(w for _, w in extra)])
+    boosts = boosts or {}
     kw_rank = _first_ranks(keyword_ids)
     vec_rank = _first_ranks(vector_ids)
-    order = {cid: n for n, cid in enumerate(dict.fromkeys([*vector_ids, *keyword_ids]))}
+    order = {cid: n for n, cid in enumerate(dict.fromkeys([*vector_ids, *keyword_ids, *(c for ids, _ in extra
+                                                                                          for c in ids)]))}
     scored: list[tuple[str, ScoreParts]] = []
     for cid, r in base.items():
         age = ages.get(cid, 0.0)
         rec = recency_weight(age, p.recency_half_life_seconds)
         imp = retention(importances.get(cid, 0.0), age, p.stability_seconds, cid in pinned)
-        total = r * (1.0 + p.recency_coef * rec) * (1.0 + p.importance_coef * imp)
-        scored.append((cid, ScoreParts(kw_rank.get(cid), vec_rank.get(cid), r, rec, imp, total)))
+        boost = boosts.get(cid, 1.0)
+        total = r * (1.0 + p.recency_coef * rec) * (1.0 + p.importance_coef * imp) * boost
+        scored.append((cid, ScoreParts(kw_rank.get(cid), vec_rank.get(cid), r, rec, imp, total, boost)))
     scored.sort(key=lambda item: (-item[1].total, order[item[0]]))
     return scored
 

@@ -9,8 +9,6 @@ filters on; the text stays in the journal. :meth:`ChromaStore.upsert` takes
 ``documents=None`` (nothing is written to Chroma's document or full-text tables),
 and callers should keep user and session ids out of the metadata (the engine stores
 an integer namespace id, never reused, and filters with ``{"ns": {"$in": [...]}}``).
-:func:`namespace_where` builds the older string-id filter for callers that still
-keep ``user_id`` / ``agent_id`` / ``session_id`` metadata.
 
 **One process per embedded folder.** Two processes writing one ``PersistentClient``
 folder corrupt its vector index. An embedded store takes an exclusive ``flock`` on
@@ -51,12 +49,11 @@ import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlsplit
 
 from langmem_tiers.errors import (
     ConfigError,
-    InvalidNamespaceError,
     MissingDependencyError,
     RecallError,
     VectorStoreLockedError,
@@ -64,13 +61,9 @@ from langmem_tiers.errors import (
 
 logger = logging.getLogger(__name__)
 
-Scope = Literal["session", "user", "agent"]
 Metadata = Mapping[str, str | int | float | bool]
 
 DEFAULT_COLLECTION = "langmem_tiers"
-USER_KEY = "user_id"
-AGENT_KEY = "agent_id"
-SESSION_KEY = "session_id"
 _INSTALL_HINT = "pip install 'langmem-tiers[local]'"
 
 
@@ -87,55 +80,6 @@ def _settings() -> Any:
 
     # Telemetry would try the network on every client start.
     return Settings(anonymized_telemetry=False)
-
-
-def namespace_where(user_id: str, agent_id: str, session_id: str | None, scope: Scope) -> dict[str, Any]:
-    """The Chroma ``where`` filter of one namespace at one scope.
-
-    Args:
-        user_id: the user whose memories are searched (always part of the filter).
-        agent_id: the agent; part of the ``session`` and ``agent`` scopes.
-        session_id: the session; required by the ``session`` scope, ignored otherwise.
-        scope: ``"session"`` (this user, agent and session), ``"agent"`` (this user
-            with this agent, every session) or ``"user"`` (every agent and session of
-            this user).
-
-    Returns:
-        A filter for :meth:`ChromaStore.query`, :meth:`ChromaStore.delete` and
-        :meth:`ChromaStore.count`.
-
-    Raises:
-        InvalidNamespaceError: an id is empty or not a string.
-        ConfigError: unknown scope.
-
-    Example:
-        >>> namespace_where("u1", "a1", None, "agent")
-        {'$and': [{'user_id': {'$eq': 'u1'}}, {'agent_id': {'$eq': 'a1'}}]}
-    """
-    _check_id("user_id", user_id)
-    if scope == "user":
-        conditions = [(USER_KEY, user_id)]
-    elif scope == "agent":
-        _check_id("agent_id", agent_id)
-        conditions = [(USER_KEY, user_id), (AGENT_KEY, agent_id)]
-    elif scope == "session":
-        _check_id("agent_id", agent_id)
-        if session_id is None:
-            raise InvalidNamespaceError(
-                "session_id (None) is required for scope 'session': pass it or use scope 'agent'"
-            )
-        _check_id("session_id", session_id)
-        conditions = [(USER_KEY, user_id), (AGENT_KEY, agent_id), (SESSION_KEY, session_id)]
-    else:
-        raise ConfigError(f"scope ({scope!r}) must be 'session', 'user' or 'agent'")
-    clauses: list[dict[str, Any]] = [{key: {"$eq": value}} for key, value in conditions]
-    # Chroma rejects an $and of fewer than two clauses.
-    return clauses[0] if len(clauses) == 1 else {"$and": clauses}
-
-
-def _check_id(name: str, value: object) -> None:
-    if not isinstance(value, str) or not value:
-        raise InvalidNamespaceError(f"{name} ({value!r}) must be a non-empty string")
 
 
 @dataclass(frozen=True)

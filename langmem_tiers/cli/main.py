@@ -286,7 +286,8 @@ def build_parser() -> argparse.ArgumentParser:
     session_args(p)
     p.set_defaults(func=cmd_reindex)
 
-    p = sub.add_parser("stats", help="print a session's stats as JSON (with index lag, and the working state "
+    p = sub.add_parser("stats", help="print a session's stats as JSON (with the recall mode: vectors or keywords "
+                       "only, and why; index lag, and the working state "
                        "and metrics: metrics count this process only, so the inspector's and your app's are "
                        "the ones that fill up)")
     session_args(p)

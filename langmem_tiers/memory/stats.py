@@ -15,7 +15,12 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Stats:
-    """A snapshot of one session's tiers."""
+    """A snapshot of one session's tiers.
+
+    ``recall_mode`` says how this handle recalls and why, as chosen at ``open()``: e.g.
+    ``"vectors (local model st:all-MiniLM-L6-v2, the default)"`` or ``"keywords only
+    (sentence-transformers not installed: pip install 'langmem-tiers[local]' for vectors)"``.
+    """
 
     session: Namespace
     messages: int
@@ -34,9 +39,7 @@ class Stats:
     # counters of this process (langmem_tiers.metrics).
     index_lag_s: float | None = field(default=None, compare=False)
     metrics: MetricsSnapshot = field(default_factory=MetricsSnapshot, compare=False)
-    # How this handle recalls, and why (chosen at open(); two handles on one session may differ):
-    # "vectors (<embedder key>)", "vectors (local model <key>, the default)", or "keywords only (<reason>)",
-    # e.g. "keywords only (sentence-transformers not installed: pip install 'langmem-tiers[local]' for vectors)".
+    # Of this handle, not of the session (two handles on one session may differ): left out of == too.
     recall_mode: str = field(default="", compare=False)
 
 

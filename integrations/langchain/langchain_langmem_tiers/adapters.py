@@ -12,15 +12,15 @@ from typing import Any
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage
-from langmem_tiers import ConfigError
+from langmem_tiers import ChromaStore, ConfigError
 from langmem_tiers.embedders import CallableEmbedder
-from langmem_tiers.recall.vector_store import ChromaStore
-from langmem_tiers.summarizers.base import (
+from langmem_tiers.summarizers import (
     DEFAULT_COMPRESS_PROMPT,
     DEFAULT_EXTRACT_INSTRUCTIONS,
     DEFAULT_SUMMARY_PROMPT,
+    REPLY_SCHEMA,
+    StructuredSummarizer,
 )
-from langmem_tiers.summarizers.structured import REPLY_SCHEMA, StructuredSummarizer
 
 
 class ChatModelSummarizer(StructuredSummarizer):
@@ -28,7 +28,7 @@ class ChatModelSummarizer(StructuredSummarizer):
 
     When the memory asks for extraction, the same single call returns the summary and the
     user's memories through ``model.with_structured_output`` (the JSON schema
-    ``langmem_tiers.summarizers.structured.REPLY_SCHEMA``). A model without structured output
+    ``langmem_tiers.summarizers.REPLY_SCHEMA``). A model without structured output
     (no tool calling) gets one plain summary call instead, and the memory extracts offline.
 
     Example:

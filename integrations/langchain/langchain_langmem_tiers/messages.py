@@ -28,12 +28,11 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
 )
-from langmem_tiers import InvalidMessageError, Message
-from langmem_tiers.messages import ROLES, make_message
+from langmem_tiers import InvalidMessageError, Message, make_message
+from langmem_tiers import is_memory_message as is_core_memory_message
 
 LC_KEY = "langchain"
 EXTRA_KEY = "langmem_tiers_metadata"
-MEMORY_TAG = "memory"
 MAX_KEY_CHARS = 256  # the core's limit on an idempotency key
 
 _CHUNK_TYPES = {
@@ -49,9 +48,9 @@ _ROLE_OF_TYPE = {"human": "user", "ai": "assistant", "system": "system", "tool":
 def is_memory_message(message: BaseMessage | Message) -> bool:
     """True for the synthetic message that carries pinned facts, the summary and recall."""
     if isinstance(message, Message):
-        return message.metadata.get("langmem_tiers") == MEMORY_TAG
+        return is_core_memory_message(message)
     extra = message.additional_kwargs.get(EXTRA_KEY)
-    return isinstance(extra, Mapping) and extra.get("langmem_tiers") == MEMORY_TAG
+    return isinstance(extra, Mapping) and is_core_memory_message(extra)
 
 
 def _jsonable(value: Any) -> Any:
@@ -95,9 +94,7 @@ def from_langchain(message: BaseMessage) -> Message:
         raise InvalidMessageError("a RemoveMessage is a state instruction, not a message to journal")
     kind = _CHUNK_TYPES.get(message.type, message.type)
     if kind == "chat":
-        role = getattr(message, "role", None)
-        if role not in ROLES:
-            raise InvalidMessageError(f"ChatMessage role must be one of {', '.join(ROLES)}; got {role!r}")
+        role = getattr(message, "role", None)  # make_message refuses a role the core does not know
     elif kind in _ROLE_OF_TYPE:
         role = _ROLE_OF_TYPE[kind]
     else:

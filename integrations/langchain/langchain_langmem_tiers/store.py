@@ -36,7 +36,7 @@ How a store item maps onto the core:
 * **TTL** (``supports_ttl = True``; LangGraph's semantics, ``ttl`` in minutes): ``open(..., ttl=TTLConfig)``
   sets ``default_ttl`` (applied by ``put`` when it passes no ``ttl``), ``refresh_on_read`` (default True)
   and ``sweep_interval_minutes``. A put with a ttl stores ``expires_at = clock() + ttl * 60`` in the
-  record's metadata, the core's expiry (:mod:`langmem_tiers.memory_types.expiry`, judged by the memory's
+  record's metadata, the core's expiry (:mod:`langmem_tiers.integration`, judged by the memory's
   ``clock``): an expired item is never returned by get, search or list_namespaces; a get or search that
   returns an item with a ttl (and ``refresh_ttl``) moves its expiry to ``clock() + ttl * 60`` (a move of
   under a second is skipped, so a burst of reads writes once). Expired items, with their history, are
@@ -86,19 +86,23 @@ from langgraph.store.base import (
     get_text_at_path,
 )
 from langmem_tiers import (
+    EXPIRES_AT,
+    STORE_ITEM_KIND,
     ConfigError,
     InvalidMessageError,
+    MemoryClosedError,
     MemoryConfig,
     Namespace,
+    NewRecord,
+    Record,
     SessionErasedError,
     TieredMemory,
     WordCounter,
+    expires_at,
+    is_expired,
 )
 from langmem_tiers import InvalidNamespaceError as CoreNamespaceError
-from langmem_tiers.embedders.base import Embedder
-from langmem_tiers.journal.base import NewRecord, Record
-from langmem_tiers.memory_types.expiry import STORE_ITEM_KIND, expires_at, is_expired
-from langmem_tiers.memory_types.fields import EXPIRES_AT
+from langmem_tiers.embedders import Embedder
 
 log = logging.getLogger(__name__)
 
@@ -415,8 +419,6 @@ class TieredStore(BaseStore):
 
     def _check_open(self) -> None:
         if self._closed:
-            from langmem_tiers import MemoryClosedError
-
             raise MemoryClosedError("this TieredStore is closed; open it again")
 
     # --- validation ----------------------------------------------------------------

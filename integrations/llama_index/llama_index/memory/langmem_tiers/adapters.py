@@ -19,12 +19,12 @@ from llama_index.core.llms.llm import LLM
 from pydantic import BaseModel, Field
 
 from langmem_tiers.errors import ConfigError, RecallError
-from langmem_tiers.summarizers.base import (
+from langmem_tiers.summarizers import (
     DEFAULT_COMPRESS_PROMPT,
     DEFAULT_EXTRACT_INSTRUCTIONS,
     DEFAULT_SUMMARY_PROMPT,
+    StructuredSummarizer,
 )
-from langmem_tiers.summarizers.structured import StructuredSummarizer
 
 
 class ExtractedMemoryModel(BaseModel):

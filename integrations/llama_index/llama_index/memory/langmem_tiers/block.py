@@ -23,10 +23,10 @@ from llama_index.core.bridge.pydantic import Field, PrivateAttr, field_validator
 from llama_index.core.llms.llm import LLM
 from llama_index.core.memory.memory import BaseMemoryBlock
 
-from langmem_tiers import Context, MemoryConfig, Message, Namespace, RecallHit, TieredMemory
+from langmem_tiers import Context, MemoryConfig, Message, Namespace, RecallHit, TieredMemory, is_memory_message
 from langmem_tiers.errors import ConfigError
 from llama_index.memory.langmem_tiers.adapters import embedder_from_model, summarizer_from_llm
-from llama_index.memory.langmem_tiers.memory import MEMORY_MARK, aadd_chat_messages
+from llama_index.memory.langmem_tiers.memory import aadd_chat_messages
 
 PINNED_HEADER = "Pinned facts:"
 SUMMARY_HEADER = "Summary of earlier conversation:"
@@ -167,7 +167,7 @@ class TieredMemoryBlock(BaseMemoryBlock[str]):
             sections.append(RECALL_HEADER + "\n" + "\n".join(_hit_line(h, session) for h in context.recalled))
         if self.include_window:
             lines = [_message_line(m) for m in context.messages
-                     if m.metadata.get(MEMORY_MARK) != "memory" and m.text.strip()]
+                     if not is_memory_message(m) and m.text.strip()]
             if lines:
                 sections.append(WINDOW_HEADER + "\n" + "\n".join(lines))
         return "\n\n".join(sections)

@@ -35,15 +35,13 @@ from llama_index.core.bridge.pydantic import Field, PrivateAttr, field_validator
 from llama_index.core.llms.llm import LLM
 from llama_index.core.memory.types import BaseMemory
 
-from langmem_tiers import Context, MemoryConfig, Message, TieredMemory
-from langmem_tiers.context import MEMORY_HEADER
+from langmem_tiers import Context, MemoryConfig, Message, TieredMemory, is_memory_message, is_memory_text
 from langmem_tiers.errors import ConfigError, InvalidMessageError
 from llama_index.memory.langmem_tiers.adapters import embedder_from_model, summarizer_from_llm
 from llama_index.memory.langmem_tiers.messages import META_KEY, from_chat_message, to_chat_message
 from llama_index.memory.langmem_tiers.migration import budget_config, refuse_unknown, session_key, status_of
 
 InsertMethod = Literal["user", "system"]
-MEMORY_MARK = "langmem_tiers"
 
 
 class TieredChatMemory(BaseMemory):
@@ -391,7 +389,7 @@ def render(context: Context, insert_method: InsertMethod = "user") -> List[ChatM
     memory_text = ""
     out: List[ChatMessage] = []
     for m in context.messages:
-        if m.metadata.get(MEMORY_MARK) == "memory":
+        if is_memory_message(m):
             memory_text = m.text
         else:
             out.append(to_chat_message(m))
@@ -418,7 +416,7 @@ def _strip_memory(message: ChatMessage) -> ChatMessage:
         return message
 
     def ours(b: Any) -> bool:
-        return isinstance(b, TextBlock) and b.text.lstrip().startswith(MEMORY_HEADER)
+        return isinstance(b, TextBlock) and is_memory_text(b.text)
 
     if ours(blocks[0]):
         return message.model_copy(update={"blocks": blocks[1:]})

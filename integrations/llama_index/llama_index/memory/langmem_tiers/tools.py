@@ -27,67 +27,50 @@ Example:
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Awaitable, Callable, Mapping
-from datetime import datetime, timezone
-from typing import Any, Literal, Optional, Union
+from typing import Any, Optional, Union
 
 from llama_index.core.tools import FunctionTool, ToolOutput
 from llama_index.core.workflow import Context
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from langmem_tiers import ConfigError, LangmemTiersError, RecallHit, TieredMemory
+from langmem_tiers import (
+    ConfigError,
+    LangmemTiersError,
+    MemoryToolKind,
+    MemoryToolScope,
+    MemoryToolSpec,
+    TieredMemory,
+)
 from llama_index.memory.langmem_tiers.block import TieredMemoryBlock
 from llama_index.memory.langmem_tiers.memory import TieredChatMemory
 
-DEFAULT_TOOL_NAMES: Mapping[str, str] = {"remember": "remember", "recall": "recall", "forget": "forget"}
-"""The tools' names; ``create_memory_tools(names={"recall": "search_memory"})`` renames one."""
-
-DEFAULT_REMEMBER_DESCRIPTION = (
-    "Save one durable memory about the user (a fact, preference, event, skill, relation or note) so that it "
-    "can be recalled in later conversations. Write it as one self-contained sentence. Give a key (snake_case, "
-    "e.g. home_city) for a value that can change: a newer memory with the same key replaces the older one. "
-    "Returns its memory id."
-)
-DEFAULT_RECALL_DESCRIPTION = (
-    "Search the user's long-term memory (saved memories and earlier conversations, also from other "
-    "sessions) and return the best matches with their memory ids, kinds and dates."
-)
-DEFAULT_FORGET_DESCRIPTION = (
-    "Erase one memory of the user for good, by the memory id that remember or recall returned. "
-    "Use it when the user asks to forget something or a memory is wrong."
-)
-
-MAX_MEMORY_CHARS = 2000  # one memory is a sentence or a short paragraph, not a document
-MAX_QUERY_CHARS = 1000
-MAX_RECALL_K = 20
-_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # what OpenAI and Anthropic accept as a tool name
+_ARGS, _SPEC = MemoryToolSpec.ARGUMENTS, MemoryToolSpec
 
 
 class RememberArgs(BaseModel):
     """Arguments of ``remember``."""
 
     model_config = ConfigDict(extra="ignore")  # an argument the schema does not name (user_id) is dropped
-    text: str = Field(min_length=1, max_length=MAX_MEMORY_CHARS, description="the memory, one sentence")
-    kind: Literal["fact", "preference", "event", "skill", "note", "relation"] = "fact"
-    importance: float = Field(0.5, ge=0, le=1, description="0 (trivia) to 1 (essential)")
-    key: Optional[str] = Field(None, description="optional snake_case name, e.g. home_city; replaces an older "
-                                                 "memory with the same key")
+    text: str = Field(min_length=1, max_length=_SPEC.MAX_MEMORY_CHARS, description=_ARGS["text"])
+    kind: MemoryToolKind = "fact"
+    importance: float = Field(0.5, ge=0, le=1, description=_ARGS["importance"])
+    key: Optional[str] = Field(None, description=_ARGS["key"])
 
 
 class RecallArgs(BaseModel):
     """Arguments of ``recall``."""
 
     model_config = ConfigDict(extra="ignore")
-    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="what to look for")
-    k: int = Field(5, ge=1, le=MAX_RECALL_K, description="how many results")
+    query: str = Field(min_length=1, max_length=_SPEC.MAX_QUERY_CHARS, description=_ARGS["query"])
+    k: int = Field(5, ge=1, le=_SPEC.MAX_RECALL_K, description=_ARGS["k"])
 
 
 class ForgetArgs(BaseModel):
     """Arguments of ``forget``."""
 
     model_config = ConfigDict(extra="ignore")
-    record_id: int = Field(ge=1, description="the memory id from remember or recall")
+    record_id: int = Field(ge=1, description=_ARGS["record_id"])
 
 
 class MemoryToolError(Exception):
@@ -103,7 +86,7 @@ class MemoryTool(FunctionTool):
         except (MemoryToolError, LangmemTiersError) as e:
             return self._error(str(e), kwargs)
         except ValidationError as e:
-            return self._error(_validation_message(e), kwargs)
+            return self._error(MemoryToolSpec.invalid_arguments(e.errors()), kwargs)
 
     async def acall(self, *args: Any, **kwargs: Any) -> ToolOutput:
         try:
@@ -111,7 +94,7 @@ class MemoryTool(FunctionTool):
         except (MemoryToolError, LangmemTiersError) as e:
             return self._error(str(e), kwargs)
         except ValidationError as e:
-            return self._error(_validation_message(e), kwargs)
+            return self._error(MemoryToolSpec.invalid_arguments(e.errors()), kwargs)
 
     def _validated(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         # The Context is optional: a direct call without one uses the memory the tools were made with.
@@ -131,7 +114,7 @@ def create_memory_tools(
     memory: Union[TieredChatMemory, TieredMemory, None] = None,
     *,
     names: Optional[Mapping[str, str]] = None,
-    scope: Literal["session", "user", "agent"] = "user",
+    scope: MemoryToolScope = "user",
     kinds: Optional[tuple[str, ...]] = None,
 ) -> list[FunctionTool]:
     """``remember``, ``recall`` and ``forget`` as ``FunctionTool``s acting on the run's memory.
@@ -147,9 +130,7 @@ def create_memory_tools(
     Raises:
         ConfigError: an unknown tool in ``names``, a name a model API refuses, or a bad ``scope``.
     """
-    tool_names = _names(names)
-    if scope not in ("session", "user", "agent"):
-        raise ConfigError(f"scope ({scope!r}) must be 'session', 'user' or 'agent'")
+    spec = MemoryToolSpec.of(names, scope, kinds)
     if memory is not None and not isinstance(memory, (TieredChatMemory, TieredMemory)):
         raise ConfigError(f"create_memory_tools() takes a TieredChatMemory or a TieredMemory; got "
                           f"{type(memory).__name__}")
@@ -178,33 +159,33 @@ def create_memory_tools(
         return bound_memory()
 
     def remember(ctx: Optional[Context] = None, **args: Any) -> str:
-        return _remembered(sync_memory(ctx).remember(args["text"], args["kind"], importance=args["importance"],
-                                                     key=args["key"]), args["text"])
+        return spec.remembered(sync_memory(ctx).remember(args["text"], args["kind"], importance=args["importance"],
+                                                         key=args["key"]), args["text"])
 
     async def aremember(ctx: Optional[Context] = None, **args: Any) -> str:
         target = await memory_of(ctx)
         record_id = await target.aremember(args["text"], args["kind"], importance=args["importance"],
                                            key=args["key"])
-        return _remembered(record_id, args["text"])
+        return spec.remembered(record_id, args["text"])
 
     def recall(ctx: Optional[Context] = None, **args: Any) -> str:
-        return format_hits(sync_memory(ctx).search(args["query"], args["k"], scope=scope, kinds=kinds))
+        return spec.format_hits(sync_memory(ctx).search(args["query"], args["k"], scope=spec.scope, kinds=spec.kinds))
 
     async def arecall(ctx: Optional[Context] = None, **args: Any) -> str:
         target = await memory_of(ctx)
-        return format_hits(await target.asearch(args["query"], args["k"], scope=scope, kinds=kinds))
+        return spec.format_hits(await target.asearch(args["query"], args["k"], scope=spec.scope, kinds=spec.kinds))
 
     def forget(ctx: Optional[Context] = None, **args: Any) -> str:
-        return _forgotten(sync_memory(ctx).forget(args["record_id"]), args["record_id"])
+        return _forgotten(spec, sync_memory(ctx).forget(args["record_id"]), args["record_id"])
 
     async def aforget(ctx: Optional[Context] = None, **args: Any) -> str:
         target = await memory_of(ctx)
-        return _forgotten(await asyncio.to_thread(target.forget, args["record_id"]), args["record_id"])
+        return _forgotten(spec, await asyncio.to_thread(target.forget, args["record_id"]), args["record_id"])
 
     return [
-        _tool(remember, aremember, tool_names["remember"], DEFAULT_REMEMBER_DESCRIPTION, RememberArgs),
-        _tool(recall, arecall, tool_names["recall"], DEFAULT_RECALL_DESCRIPTION, RecallArgs),
-        _tool(forget, aforget, tool_names["forget"], DEFAULT_FORGET_DESCRIPTION, ForgetArgs),
+        _tool(remember, aremember, spec.names["remember"], spec.DESCRIPTIONS["remember"], RememberArgs),
+        _tool(recall, arecall, spec.names["recall"], spec.DESCRIPTIONS["recall"], RecallArgs),
+        _tool(forget, aforget, spec.names["forget"], spec.DESCRIPTIONS["forget"], ForgetArgs),
     ]
 
 
@@ -232,42 +213,7 @@ def _tool(fn: Callable[..., str], async_fn: Callable[..., Awaitable[str]], name:
     return tool
 
 
-def _names(names: Optional[Mapping[str, str]]) -> dict[str, str]:
-    chosen = dict(DEFAULT_TOOL_NAMES)
-    for tool, name in (names or {}).items():
-        if tool not in DEFAULT_TOOL_NAMES:
-            raise ConfigError(f"names has an unknown tool {tool!r}: rename 'remember', 'recall' or 'forget'")
-        if not isinstance(name, str) or not _NAME.match(name):
-            raise ConfigError(f"tool name {name!r} for {tool!r} must be 1-64 letters, digits, '_' or '-'")
-        chosen[tool] = name
-    if len(set(chosen.values())) != 3:
-        raise ConfigError(f"tool names must differ; got {chosen}")
-    return chosen
-
-
-def _validation_message(error: ValidationError) -> str:
-    problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}" for e in error.errors())
-    return f"invalid arguments ({problems}). Fix them and call the tool again."
-
-
-def _remembered(record_id: int, text: str) -> str:
-    return f"Remembered as memory {record_id}: {text}"
-
-
-def _forgotten(removed: int, record_id: int) -> str:
+def _forgotten(spec: MemoryToolSpec, removed: int, record_id: int) -> str:
     if not removed:
-        # The same answer for an id that does not exist and one of another user: nothing leaks.
-        raise MemoryToolError(f"no memory {record_id} in this user's memory: use an id that recall returned")
-    return f"Forgot memory {record_id}."
-
-
-def format_hits(hits: list[RecallHit]) -> str:
-    """Recall hits as the lines a model reads: id, kind, date, text (continuation lines indented)."""
-    if not hits:
-        return "No memories found."
-    lines = []
-    for hit in hits:
-        day = datetime.fromtimestamp(hit.created_at, timezone.utc).strftime("%Y-%m-%d") if hit.created_at else "?"
-        text = hit.text.replace("\n", "\n  ")
-        lines.append(f"[memory {hit.record_id}] ({hit.kind}, {day}) {text}")
-    return "\n".join(lines)
+        raise MemoryToolError(spec.unknown_memory(record_id))
+    return spec.forgot(record_id)

@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from langmem_tiers.errors import ConfigError
 from langmem_tiers.journal.base import DEFAULT_SUMMARY_HISTORY
+from langmem_tiers.recall.options import RecallOptions
 
 OversizePolicy = Literal["truncate", "keep", "error"]
 RecallUnit = Literal["turn", "message"]
@@ -72,6 +73,19 @@ class MemoryConfig:
         skills_k: how many of the user's skills that apply to the query open the recalled
             section of ``context()`` (ranked as :mod:`langmem_tiers.memory_types.skills` says);
             ``0`` leaves skills to ordinary recall.
+        recall_salient_weight: query analysis: RRF weight of a keyword search over just the query's
+            names, numbers and quoted words, fused with the keyword and vector rankings (``0``: off).
+        recall_time_boost: a record made inside the time window the query names ("yesterday",
+            "last week", "in May 2023", "3 days ago", judged against the memory's clock) scores
+            ``1 + recall_time_boost`` times higher (``0``: off).
+        recall_when_boost: for a question that asks when, a record whose text says when (a date, a
+            weekday, "two weeks ago") scores ``1 + recall_when_boost`` times higher (``0``: off).
+        recall_session_weight: two-stage retrieval for user and agent scope: the
+            ``recall_session_top`` sessions of the best first-stage candidates are searched again
+            and those rankings fused with this RRF weight (``0``: off).
+        recall_session_top: how many sessions that second stage searches.
+            These five act when a query runs (see :mod:`langmem_tiers.recall.options`); their
+            defaults are the values the ablations of BENCHMARKS.md chose (issue 19).
         expiry_sweep_s: the periodic sweep erases a user's expired memories at the first write
             after this many seconds since the last sweep (``0``: only ``cleanup()`` erases them;
             they are filtered out either way). See :mod:`langmem_tiers.memory_types.expiry`.
@@ -104,6 +118,11 @@ class MemoryConfig:
     working_tokens: int = 200
     skills_k: int = 2
     expiry_sweep_s: float = 300.0
+    recall_salient_weight: float = 0.0
+    recall_time_boost: float = 0.0
+    recall_when_boost: float = 0.0
+    recall_session_weight: float = 0.0
+    recall_session_top: int = 3
 
     def __post_init__(self) -> None:
         for name in ("context_tokens", "window_tokens", "summary_tokens", "summary_input_tokens",
@@ -168,6 +187,7 @@ class MemoryConfig:
             raise ConfigError(
                 f"oversize_policy ({self.oversize_policy!r}) must be truncate, keep or error"
             )
+        RecallOptions.from_config(self)  # validates the recall_* query-time switches
         if self.summary_retry_base_s < 0 or self.summary_retry_max_s < self.summary_retry_base_s:
             raise ConfigError(
                 f"summary retry backoff ({self.summary_retry_base_s}s .. {self.summary_retry_max_s}s) "

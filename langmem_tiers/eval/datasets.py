@@ -113,11 +113,6 @@ class Haystack:
     def n_messages(self) -> int:
         return sum(len(s) for s in self.sessions)
 
-    @property
-    def n_turns(self) -> int:
-        """Deprecated alias of :attr:`n_messages` (notebooks/04 still reads it)."""
-        return self.n_messages
-
 
 def turns_of(session: Sequence[DatasetMessage]) -> list[tuple[DatasetMessage, ...]]:
     """Whole turns of one session, as the core groups them: each user message opens a turn.

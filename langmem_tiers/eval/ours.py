@@ -26,6 +26,7 @@ from langmem_tiers.embedders.base import Embedder
 from langmem_tiers.errors import ConfigError
 from langmem_tiers.eval.datasets import DatasetMessage
 from langmem_tiers.eval.metrics import Delivered, Unit
+from langmem_tiers.recall.options import RecallOptions
 
 Layout = Literal["sessions", "single"]
 LAYOUTS: Final = ("sessions", "single")
@@ -101,6 +102,7 @@ class OursRetriever:
         first = QUESTION_SESSION if self.layout == "sessions" else SINGLE_SESSION
         self._mem = TieredMemory.open(Path(self._tmp.name), session_id=first, user_id=EVAL_USER,
                                       config=self.config, embedder=self._embedder)
+        self._apply_recall_options()
         self._keys = {}
         skipped: Counter[str] = Counter()
         if self.layout == "single":
@@ -126,6 +128,28 @@ class OursRetriever:
             finally:
                 memory.close()
         return dict(skipped)
+
+    def use(self, config: MemoryConfig) -> None:
+        """Ask the next questions under ``config`` without ingesting again (query-time fields only:
+        :data:`langmem_tiers.eval.ablate.QUERY_TIME_FIELDS`; the ablations use this)."""
+        self.config = config
+        if self._mem is not None:
+            self._mem.config = config
+            self._apply_recall_options()
+
+    def ask_at(self, when: float) -> None:
+        """Ask the next questions as of ``when`` (epoch seconds): the memory's clock, which relative
+        time expressions in a question ("last week") are judged against. The dataset's question date
+        where it has one, else just after the haystack's last message."""
+        if self._mem is not None:
+            self._mem.clock = lambda: when
+
+    def _apply_recall_options(self) -> None:
+        # The recall engine's query-time switches follow this config (TieredMemory.open builds the
+        # engine with the defaults).
+        recall = getattr(self._mem, "recall", None)
+        if recall is not None:
+            recall.options = RecallOptions.from_config(self.config)
 
     def _add_all(self, memory: Any, session: Sequence[DatasetMessage], skipped: Counter[str]) -> None:
         for m in session:
@@ -173,7 +197,7 @@ def ours_available() -> str | None:
         import langmem_tiers
 
         mem_cls = getattr(langmem_tiers, "TieredMemory", None)
-    except Exception as e:  # the core is being written; report any import failure
+    except Exception as e:  # a broken install or a missing dependency: say why instead of crashing
         return f"langmem_tiers does not import: {e}"
     if mem_cls is None:
         return "langmem_tiers.TieredMemory is not available yet"

@@ -83,6 +83,7 @@ def comparison_rows(results: Sequence[dict[str, Any]]) -> tuple[list[str], list[
         def fmt(v: Any, digits: int = 3) -> str:
             return "-" if v is None else f"{v:.{digits}f}"
 
+        # "turns_per_unit": the name result files written before 2026-11-26 used for the same count.
         per_unit = counts.get("messages_per_unit", counts.get("turns_per_unit"))
         rows.append(
             [

@@ -37,7 +37,7 @@ from typing import Any
 
 from langmem_tiers.config import MemoryConfig
 from langmem_tiers.errors import ConfigError
-from langmem_tiers.eval.datasets import Haystack, Question, load_locomo, load_longmemeval
+from langmem_tiers.eval.datasets import Haystack, Question, load_locomo, load_longmemeval, parse_lme_date
 from langmem_tiers.eval.delivery import deliver_ranked
 from langmem_tiers.eval.metrics import (
     Delivered,
@@ -115,6 +115,15 @@ def _loadavg() -> float | None:
         return round(os.getloadavg()[0], 2)
     except (AttributeError, OSError):  # not on Windows
         return None
+
+
+def asked_at(hay: Haystack, question: Question) -> float:
+    """When a question is asked: its dataset date (LongMemEval), else one minute after the haystack's
+    newest message (LoCoMo asks about a finished conversation). Ours' memory clock is set to it, so
+    "last week" in a question means the week before then, not before the day the run happens."""
+    if question.date:
+        return parse_lme_date(question.date)
+    return max((m.created_at for m in hay.messages.values() if m.created_at), default=0.0) + 60.0
 
 
 def score_question(benchmark: str, hay: Haystack, q: Question, units: Sequence[Unit], ks: Sequence[int]) -> Scores:
@@ -299,6 +308,9 @@ def run_benchmark(
                     if q.excluded is not None:
                         excluded[q.excluded] += 1
                         continue
+                    ask_at = getattr(retriever, "ask_at", None)
+                    if callable(ask_at):
+                        ask_at(asked_at(hay, q))
                     start = time.perf_counter()
                     units = retriever.query(q.text, kmax)
                     latencies.append((time.perf_counter() - start) * 1000.0)
@@ -366,7 +378,6 @@ def run_benchmark(
             "not_ingested_total": sum(not_ingested.values()),
             # Units are what k counts: a retriever whose units cover more messages sees more per k.
             "messages_per_unit": per_unit,
-            "turns_per_unit": per_unit,  # deprecated name of messages_per_unit (notebooks/04 reads it)
             "units_per_query": round(len(unit_sizes) / len(rows), 2) if rows else None,
         },
         "latency_ms": ms(latencies),

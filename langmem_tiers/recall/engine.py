@@ -30,8 +30,10 @@ from langmem_tiers.flow import Blocking, Drivers, Embed, Flow, wait_free
 from langmem_tiers.journal.base import Journal, Namespace, OutboxItem, Record, Scope
 from langmem_tiers.memory_types.expiry import is_expired
 from langmem_tiers.memory_types.fields import EXPIRES_AT, WORKING_KIND
-from langmem_tiers.recall.fusion import FusionParams, fuse, jaccard
+from langmem_tiers.recall.fusion import FusionParams, ScoreParts, fuse, jaccard
 from langmem_tiers.recall.hits import RecallHit
+from langmem_tiers.recall.options import RecallOptions
+from langmem_tiers.recall.query import analyze, has_time_expression
 from langmem_tiers.recall.session_vectors import SessionVectors
 from langmem_tiers.recall.vector_store import ChromaStore
 
@@ -60,13 +62,16 @@ class RecallIndex:
 
     def __init__(self, journal: Journal, store: ChromaStore | None, embedder: Embedder | None, *,
                  params: FusionParams | None = None, candidates: int = 50, dedupe_threshold: float = 0.85,
-                 batch_size: int = 64, lease_s: float = 120.0, owns_store: bool = False) -> None:
+                 batch_size: int = 64, lease_s: float = 120.0, owns_store: bool = False,
+                 options: RecallOptions | None = None) -> None:
         if (store is None) != (embedder is None):
             raise ConfigError("vector recall needs both a Chroma store and an embedder (or neither)")
         self.journal = journal
         self.store = store
         self.embedder = embedder
         self.params = params or FusionParams()
+        # Query-time switches (issue 19); replaceable between queries (the evaluation's ablations do).
+        self.options = options or RecallOptions()
         self.candidates = candidates
         self.dedupe_threshold = dedupe_threshold
         self.batch_size = batch_size
@@ -291,10 +296,12 @@ class RecallIndex:
         keyword = yield Blocking(lambda: self.journal.keyword_search(query, ns_ids, want, kinds))
         keyword_ids = [str(h.record_id) for h in keyword]
         vector_ids: list[str] = []
+        query_vector: Any = None
         if self.store is not None and self.embedder is not None:
             store = self.store
             try:
                 (vector,) = yield Embed([query])
+                query_vector = vector
                 if scope.kind == "session" and self._session_vectors is not None:
                     # Exact search over the session's own vectors (see session_vectors.py).
                     cache = self._session_vectors
@@ -327,17 +334,34 @@ class RecallIndex:
             except Exception as e:  # vector side down: answer from keywords alone
                 self.last_error = f"{type(e).__name__}: {e}"
                 log.warning("vector recall failed, using keyword recall only: %s", self.last_error)
-        candidates = list(dict.fromkeys([*vector_ids, *keyword_ids]))
-        records = yield Blocking(lambda: self.journal.records([int(c) for c in candidates]))
-        by_id = {str(r.id): r for r in records
-                 if scope.matches(r.namespace) and (not filters.kinds or r.kind in filters.kinds)}
         now = time.time() if now is None else now
-        fused = fuse(
-            [c for c in keyword_ids if c in by_id], [c for c in vector_ids if c in by_id],
-            ages={c: max(now - r.created_at, 0.0) for c, r in by_id.items()},
-            importances={c: r.importance for c, r in by_id.items()},
-            pinned={c for c, r in by_id.items() if r.pinned}, params=self.params,
-        )
+        opts = self.options
+        analysis = analyze(query, now if filters.now is None else filters.now)
+        extra: list[tuple[list[str], float]] = []
+        if opts.salient_weight > 0 and analysis.salient:
+            salient = yield Blocking(lambda: self.journal.keyword_search(" ".join(analysis.salient), ns_ids, want,
+                                                                          kinds))
+            extra.append(([str(h.record_id) for h in salient], opts.salient_weight))
+        by_id = yield from self._load(list(dict.fromkeys([*vector_ids, *keyword_ids, *(c for ids, _ in extra
+                                                                                      for c in ids)])),
+                                      scope, filters)
+        fused = self._fuse(keyword_ids, vector_ids, extra, by_id, now, analysis)
+        if opts.session_weight > 0 and scope.kind != "session" and len(namespaces) > opts.session_top:
+            # Two-stage: the sessions of the best candidates, searched again more deeply.
+            best = _best_sessions(fused, by_id, opts.session_top)
+            chosen = [(n, ns) for n, ns in namespaces if ns in best]
+            chosen_ids = [n for n, _ in chosen]
+            stage_kw = yield Blocking(lambda: self.journal.keyword_search(query, chosen_ids, want, kinds))
+            extra.append(([str(h.record_id) for h in stage_kw], opts.session_weight))
+            if query_vector is not None and self._session_vectors is not None and not kinds:
+                cache = self._session_vectors
+                stage_vec = yield Blocking(lambda: cache.search_many(chosen, query_vector, want))
+                if stage_vec is not None:
+                    extra.append(([str(rid) for rid, _ in stage_vec], opts.session_weight))
+            more = [c for ids, _ in extra for c in ids if c not in by_id]
+            if more:
+                by_id.update((yield from self._load(more, scope, filters)))
+            fused = self._fuse(keyword_ids, vector_ids, extra, by_id, now, analysis)
         out: list[RecallHit] = []
         for cid, parts in fused:
             r = by_id[cid]
@@ -356,6 +380,34 @@ class RecallIndex:
         if expand and out:
             out += yield from self._linked(out, scope, filters)
         return out
+
+    def _load(self, ids: Sequence[str], scope: Scope, filters: SearchFilters) -> Flow[dict[str, Record]]:
+        """The candidates' records that belong to the scope (and kinds), by id."""
+        records = yield Blocking(lambda: self.journal.records([int(c) for c in ids]))
+        return {str(r.id): r for r in records
+                if scope.matches(r.namespace) and (not filters.kinds or r.kind in filters.kinds)}
+
+    def _fuse(self, keyword_ids: Sequence[str], vector_ids: Sequence[str],
+              extra: Sequence[tuple[Sequence[str], float]], by_id: Mapping[str, Record], now: float,
+              analysis: Any) -> list[tuple[str, ScoreParts]]:
+        opts = self.options
+        boosts: dict[str, float] = {}
+        for c, r in by_id.items():
+            boost = 1.0
+            if opts.time_boost > 0 and analysis.window is not None \
+                    and analysis.window[0] <= r.created_at < analysis.window[1]:
+                boost *= 1.0 + opts.time_boost
+            if opts.when_boost > 0 and analysis.asks_when and has_time_expression(r.text):
+                boost *= 1.0 + opts.when_boost
+            if boost != 1.0:
+                boosts[c] = boost
+        return fuse(
+            [c for c in keyword_ids if c in by_id], [c for c in vector_ids if c in by_id],
+            ages={c: max(now - r.created_at, 0.0) for c, r in by_id.items()},
+            importances={c: r.importance for c, r in by_id.items()},
+            pinned={c for c, r in by_id.items() if r.pinned}, params=self.params,
+            extra=[([c for c in ids if c in by_id], w) for ids, w in extra], boosts=boosts,
+        )
 
     def _linked(self, hits: list[RecallHit], scope: Scope, filters: SearchFilters) -> Flow[list[RecallHit]]:
         """One-hop expansion: records linked to a hit, scored ``hit score * strength / 2``."""
@@ -415,6 +467,18 @@ def _hit(r: Record, score: float, parts: Mapping[str, Any]) -> RecallHit:
         importance=r.importance, pinned=r.pinned, tags=r.tags, metadata=r.metadata,
     )
 
+
+
+def _best_sessions(fused: Sequence[tuple[str, ScoreParts]], by_id: Mapping[str, Record],
+                   top: int, per_session: int = 3) -> set[Namespace]:
+    """The ``top`` sessions whose best ``per_session`` candidates score highest together."""
+    totals: dict[Namespace, list[float]] = {}
+    for cid, parts in fused:
+        scores = totals.setdefault(by_id[cid].namespace, [])
+        if len(scores) < per_session:
+            scores.append(parts.total)
+    ranked = sorted(totals, key=lambda ns: -sum(totals[ns]))
+    return set(ranked[:top])
 
 
 def _merge_exact(scored: list[tuple[str, float]], pending: Sequence[Record], vectors: Sequence[Any],

@@ -1,0 +1,54 @@
+"""Query-time recall switches (issue 19): each one on or off by its weight, validated when built.
+
+They act only when a query runs, so one ingest can be queried under several of them (the
+evaluation's ablations, :mod:`langmem_tiers.eval.ablate`). :class:`~langmem_tiers.config.MemoryConfig`
+carries the same fields with a ``recall_`` prefix; :meth:`RecallOptions.from_config` reads them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from langmem_tiers.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class RecallOptions:
+    """How a query is analysed and fused beyond plain keyword + vector RRF. ``0`` turns a switch off.
+
+    Args:
+        salient_weight: RRF weight of a third rank list, a keyword search over just the query's
+            names, numbers and quoted words (:func:`langmem_tiers.recall.query.salient_terms`).
+        time_boost: a record made inside the time window the query names ("last week", "in May
+            2023") has its score multiplied by ``1 + time_boost``.
+        when_boost: for a question asking when, a record whose text says when (a date, a weekday,
+            "two weeks ago") has its score multiplied by ``1 + when_boost``.
+        session_weight: two-stage retrieval: the sessions of the best first-stage candidates
+            are searched again (keyword and vector, deeper), and those rank lists are fused
+            with this RRF weight each. Only for user and agent scope.
+        session_top: how many sessions the second stage searches.
+    """
+
+    salient_weight: float = 0.0
+    time_boost: float = 0.0
+    when_boost: float = 0.0
+    session_weight: float = 0.0
+    session_top: int = 3
+
+    def __post_init__(self) -> None:
+        for name in ("salient_weight", "time_boost", "when_boost", "session_weight"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                    or value < 0:
+                raise ConfigError(f"recall_{name} ({value!r}) must be a finite number >= 0 (0 turns it off)")
+        if isinstance(self.session_top, bool) or not isinstance(self.session_top, int) or self.session_top < 1:
+            raise ConfigError(f"recall_session_top ({self.session_top!r}) must be an integer >= 1")
+
+    @classmethod
+    def from_config(cls, config: Any) -> RecallOptions:
+        """The options a :class:`~langmem_tiers.config.MemoryConfig` sets (its ``recall_*`` fields)."""
+        return cls(salient_weight=config.recall_salient_weight, time_boost=config.recall_time_boost,
+                   when_boost=config.recall_when_boost, session_weight=config.recall_session_weight,
+                   session_top=config.recall_session_top)

@@ -1,0 +1,224 @@
+"""Query analysis and the query-time recall switches (issue 19).
+
+Pure rules first (salient terms, time windows, time intent); then each switch on a small
+hand-made haystack where the right record needs it, through the public API with the real
+local embedder, SQLite and embedded Chroma: off, the record is not first; on, it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from langmem_tiers import TieredMemory, WordCounter
+from langmem_tiers.config import MemoryConfig
+from langmem_tiers.errors import ConfigError
+from langmem_tiers.recall.options import RecallOptions
+from langmem_tiers.recall.query import analyze, has_time_expression, salient_terms, time_window
+
+from .support.clock import FakeClock
+
+# Wednesday 2027-01-13 12:00 UTC: a fixed "now" for every relative expression below.
+NOW = datetime(2027, 1, 13, 12, tzinfo=timezone.utc).timestamp()
+DAY = 86400.0
+OFF = RecallOptions()
+
+
+def _day(ts: float) -> str:
+    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%d")
+
+
+# --- pure rules ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("query", "want"), [
+    ("What did Zoltan recommend?", ("zoltan",)),
+    ("Who is Maria's brother and where does he live?", ("maria",)),
+    ('Which song did I call "Blue Lagoon Nights"?', ("blue", "lagoon", "nights")),
+    ("How many of the 12 boxes came from Oslo in 2021?", ("oslo", "12", "2021")),
+    ("When did we meet last Tuesday in March?", ()),  # calendar words are not names
+    ("What did I say about the wedding?", ()),
+])
+def test_salient_terms(query: str, want: tuple[str, ...]) -> None:
+    assert salient_terms(query) == want
+
+
+@pytest.mark.parametrize(("query", "start", "end"), [
+    ("what did I eat yesterday", "2027-01-12", "2027-01-13"),
+    ("anything today?", "2027-01-13", "2027-01-14"),
+    ("what happened last week", "2027-01-04", "2027-01-11"),  # the previous Monday-to-Monday week
+    ("plans from last month", "2026-12-01", "2027-01-01"),
+    ("the trip last year", "2026-01-01", "2027-01-01"),
+    ("what did we do in May 2023", "2023-05-01", "2023-06-01"),
+    ("who won in 2021", "2021-01-01", "2022-01-01"),
+    ("the call 3 days ago", "2027-01-09", "2027-01-12"),
+    ("the party two weeks ago", "2026-12-26", "2027-01-03"),
+    ("my garden in May", "2026-05-01", "2026-06-01"),  # the latest May not after now
+])
+def test_time_window(query: str, start: str, end: str) -> None:
+    window = time_window(query, NOW)
+    assert window is not None
+    assert (_day(window[0]), _day(window[1])) == (start, end)
+
+
+@pytest.mark.parametrize("query", ["what is my dog's name", "I may come later", "the March of progress"])
+def test_no_time_window(query: str) -> None:
+    assert time_window(query, NOW) is None
+
+
+@pytest.mark.parametrize(("query", "asks"), [
+    ("When did Ana move?", True), ("what date is the exam", True), ("How long ago did we meet?", True),
+    ("Where did Ana move?", False), ("What did Ana say?", False),
+])
+def test_asks_when(query: str, asks: bool) -> None:
+    assert analyze(query, NOW).asks_when is asks
+
+
+@pytest.mark.parametrize(("text", "dated"), [
+    ("I adopted her last Friday", True), ("we moved two weeks ago", True), ("see you in June", True),
+    ("born on 3/14/1990", True), ("back in 2019 we lived there", True), ("the exam is on may 5", True),
+    ("I may come by", False), ("I like green tea", False), ("the march was loud", False),
+])
+def test_has_time_expression(text: str, dated: bool) -> None:
+    assert has_time_expression(text) is dated
+
+
+@pytest.mark.parametrize("changes", [
+    {"recall_salient_weight": -1.0}, {"recall_time_boost": float("nan")}, {"recall_when_boost": True},
+    {"recall_session_weight": "1"}, {"recall_session_top": 0}, {"recall_session_top": 1.5},
+])
+def test_bad_switches_are_refused(changes: dict[str, Any]) -> None:
+    with pytest.raises(ConfigError, match="recall_"):
+        MemoryConfig(**changes)
+
+
+def test_options_follow_the_config() -> None:
+    cfg = MemoryConfig(recall_salient_weight=0.7, recall_time_boost=2.0, recall_when_boost=0.3,
+                       recall_session_weight=0.4, recall_session_top=5)
+    assert RecallOptions.from_config(cfg) == RecallOptions(0.7, 2.0, 0.3, 0.4, 5)
+    assert RecallOptions.from_config(MemoryConfig()) == RecallOptions(
+        salient_weight=MemoryConfig.recall_salient_weight, time_boost=MemoryConfig.recall_time_boost,
+        when_boost=MemoryConfig.recall_when_boost, session_weight=MemoryConfig.recall_session_weight,
+        session_top=MemoryConfig.recall_session_top)
+
+
+# --- hand-made haystacks, real parts ---------------------------------------------------------
+
+CONFIG = MemoryConfig(context_tokens=2000, window_tokens=200, summary_tokens=60, recall_tokens=600,
+                      background_index=False, profile_tokens=0, extract_memories=False)
+
+
+@pytest.fixture
+def memory(tmp_path: Path, local_embedder: Any) -> Iterator[TieredMemory]:
+    mem = TieredMemory.open(tmp_path, session_id="asking", user_id="u", config=CONFIG, embedder=local_embedder,
+                            counter=WordCounter())
+    mem.clock = FakeClock(NOW)
+    yield mem
+    mem.close()
+
+
+def fill(memory: TieredMemory, sessions: Sequence[tuple[str, float, Sequence[tuple[str, str]]]]) -> None:
+    """Each session: its id, its time, and (user, assistant) turns added one minute apart."""
+    for sid, start, turns in sessions:
+        other = memory.for_session(sid, user_id="u")
+        for i, (user, assistant) in enumerate(turns):
+            other.add("user", user, created_at=start + 120 * i)
+            other.add("assistant", assistant, created_at=start + 120 * i + 60)
+        other.add("user", "bye", created_at=start + 120 * len(turns))  # closes the last turn
+        other.flush()
+        other.close()
+
+
+def top(memory: TieredMemory, query: str, options: RecallOptions, k: int = 1) -> list[str]:
+    memory.recall.options = options  # type: ignore[union-attr]
+    return [h.text for h in memory.search(query, k=k, scope="user")]
+
+
+def test_time_window_finds_last_weeks_turn(memory: TieredMemory) -> None:
+    fill(memory, [
+        ("older", NOW - 40 * DAY, [("We went hiking in the hills and hiking was fun", "Hiking in the hills, nice")]),
+        ("target", NOW - 7 * DAY, [("I walked the coastal trail near the lighthouse", "Lovely walk")]),
+        ("newer", NOW - 1 * DAY, [("Hiking again soon, where should we go hiking?", "Maybe the hills")]),
+    ])
+    query = "Where did I go hiking last week?"
+    assert "coastal" not in top(memory, query, OFF)[0]
+    assert "coastal" in top(memory, query, RecallOptions(time_boost=2.0))[0]
+
+
+def test_when_question_prefers_the_dated_turn(memory: TieredMemory) -> None:
+    fill(memory, [
+        ("s1", NOW - 20 * DAY, [("Dana got her kitten last Friday", "Congratulations to her")]),
+        ("s2", NOW - 5 * DAY, [("Dana wants to adopt a cat, Dana loves the cat at the shelter", "Cute cat")]),
+    ])
+    query = "When did Dana adopt the cat?"
+    assert "Friday" not in top(memory, query, OFF)[0]
+    assert "Friday" in top(memory, query, RecallOptions(when_boost=1.0))[0]
+
+
+def test_salient_name_that_dense_and_bm25_miss(memory: TieredMemory) -> None:
+    filler = [(f"I recommend reading a good book, this book recommendation is a book I read {i}",
+               "Books are great to read") for i in range(6)]
+    fill(memory, [
+        ("books", NOW - 10 * DAY, filler),
+        ("target", NOW - 20 * DAY, [("Zoltan mentioned the lighthouse trail on Sunday", "Sounds nice")]),
+    ])
+    query = "Which book did Zoltan recommend me to read?"
+    assert "Zoltan" not in top(memory, query, OFF)[0]
+    assert "Zoltan" in top(memory, query, RecallOptions(salient_weight=2.0))[0]
+
+
+def test_switches_off_are_plain_fusion(memory: TieredMemory) -> None:
+    fill(memory, [("s1", NOW - 3 * DAY, [("Dana adopted a cat last Friday", "Cute"),
+                                         ("We hiked in May 2026", "Nice")])])
+    memory.recall.options = OFF  # type: ignore[union-attr]
+    hits = memory.search("When did Dana adopt the cat in May 2026?", k=5, scope="user")
+    assert hits
+    for h in hits:
+        assert h.parts["boost"] == 1.0
+        ranks = [r for r in (h.parts["keyword_rank"], h.parts["vector_rank"]) if r is not None]
+        assert h.parts["rrf"] == pytest.approx(sum(1 / (60 + r) for r in ranks))
+
+
+def test_all_switches_are_deterministic(tmp_path: Path, local_embedder: Any) -> None:
+    sessions = [(f"s{n}", NOW - (30 - n) * DAY, [(f"Kim talked about trip {n} to Lyon with Sam last week",
+                                                 f"Trip {n} noted"),
+                                                (f"Kim bought {n} plants for the garden", "Nice plants")])
+                for n in range(6)]
+    on = RecallOptions(salient_weight=1.0, time_boost=1.0, when_boost=0.5, session_weight=0.5, session_top=2)
+    runs = []
+    for folder in ("a", "b"):
+        mem = TieredMemory.open(tmp_path / folder, session_id="asking", user_id="u", config=CONFIG,
+                                embedder=local_embedder, counter=WordCounter())
+        mem.clock = FakeClock(NOW)
+        try:
+            fill(mem, sessions)
+            mem.recall.options = on  # type: ignore[union-attr]
+            query = "When did Kim go to Lyon with Sam?"
+            first = [(h.text, h.score) for h in mem.search(query, k=6, scope="user")]
+            again = [(h.text, h.score) for h in mem.search(query, k=6, scope="user")]
+            assert first == again
+            assert len(first) == 6
+            runs.append([t for t, _ in first])
+        finally:
+            mem.close()
+    assert runs[0] == runs[1]  # the same haystack ingested twice ranks the same
+
+
+def test_two_stage_reaches_the_rest_of_the_best_session(memory: TieredMemory) -> None:
+    distractors = [(f"d{n}", NOW - (50 - n) * DAY,
+                    [(f"After work I go sailing with neighbour {n}; what do you do after sailing?", "Boats")])
+                   for n in range(4)]
+    fill(memory, [
+        *distractors,
+        ("trip", NOW - 30 * DAY, [("Ravi and I went sailing on the lake, the sailing boat was red", "Fun"),
+                                  ("Then we had dinner at the harbour pub and stayed the night", "Cozy")]),
+    ])
+    query = "What did Ravi and I do after sailing?"
+    off = top(memory, query, OFF, k=2)
+    on = top(memory, query, RecallOptions(session_weight=2.0, session_top=1), k=2)
+    assert not any("harbour" in t for t in off)
+    assert any("harbour" in t for t in on)

@@ -571,12 +571,13 @@ BM25_SQL = """
 WITH hit AS MATERIALIZED (
     SELECT r.id, r.tsv, length(r.tsv)::float8 AS dl FROM records r, (SELECT {match}) AS q(query)
     WHERE r.tsv @@ q.query AND r.ns = ANY(?){kinds}),
-term AS (
-    SELECT DISTINCT to_tsquery(t.config::regconfig, t.word)::text AS lexeme
-    FROM unnest(?::text[], ?::text[]) AS t(config, word)),
+term AS MATERIALIZED (
+    SELECT DISTINCT ON (q::text) q::text AS lexeme, q
+    FROM (SELECT to_tsquery(t.config::regconfig, t.word) AS q FROM unnest(?::text[], ?::text[]) AS t(config, word)) w
+    WHERE q::text <> ''),
 tf AS (
-    SELECT h.id, h.dl, t.lexeme, ts_rank_cd('{{1,1,1,1}}', h.tsv, t.lexeme::tsquery, 0)::float8 AS tf
-    FROM hit h JOIN term t ON t.lexeme <> '' AND h.tsv @@ t.lexeme::tsquery),
+    SELECT h.id, h.dl, t.lexeme, ts_rank_cd('{{1,1,1,1}}', h.tsv, t.q, 0)::float8 AS tf
+    FROM hit h JOIN term t ON h.tsv @@ t.q),
 df AS (SELECT lexeme, count(*)::float8 AS n FROM tf GROUP BY lexeme),
 total AS (SELECT count(*)::float8 AS n, avg(dl) AS avgdl FROM hit)
 SELECT tf.id, sum(ln(1 + (total.n - df.n + 0.5) / (df.n + 0.5))

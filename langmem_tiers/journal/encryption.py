@@ -17,7 +17,7 @@ stay plaintext: the journal needs them for lookups.
 The keyword index cannot hold plaintext, so encrypted records are indexed by *blind
 tokens*: a keyed HMAC of each normalized word (lowercased, accents dropped, a light English
 plural stemmer, stopwords left out), under a key derived from the subject's key, so one
-word of two users gives two tokens. Queries are transformed the same way; bm25 / ts_rank
+word of two users gives two tokens. Queries are transformed the same way; bm25 (FTS5 and PostgreSQL alike)
 rank the tokens. What the index still reveals: how many content words a record has, how
 often a token repeats and which records share a token (equality, not the word).
 """

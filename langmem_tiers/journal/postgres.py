@@ -1,10 +1,12 @@
 """The PostgreSQL journal: one schema shared by every process and host of a deployment.
 
-Same tables and semantics as :mod:`langmem_tiers.journal.sqlite`. Writers of one
-session are serialized by a row lock on its ``state`` row (``SELECT ... FOR
-UPDATE``), so several replicas can append to one session; ``read()`` is a
-``REPEATABLE READ`` snapshot. The keyword index is a generated ``tsvector``
-column (``english`` configuration) with a GIN index, ranked by ``ts_rank_cd``.
+Same tables and semantics as :mod:`langmem_tiers.journal.sqlite`; what the two do alike is
+written once in :mod:`.sql_core` and :mod:`.sql_journal`, and this module is the dialect:
+the connection pool, the DDL, locking, keyword search and erasure. Writers of one session
+are serialized by a row lock on its ``state`` row (``SELECT ... FOR UPDATE``), so several
+replicas can append to one session; ``read()`` is a ``REPEATABLE READ`` snapshot. The
+keyword index is a generated ``tsvector`` column (``english`` configuration) with a GIN
+index; matches are ranked by bm25 (``BM25_SQL``), as SQLite's FTS5 ranks them.
 
 psycopg 3 and psycopg_pool are imported when a journal is opened
 (``pip install 'langmem-tiers[postgres]'``).

@@ -5,6 +5,9 @@ freed pages are overwritten with zeros), and :meth:`SqliteJournal.compact` merge
 FTS5 index (dropping the terms of deleted records from its segments) and truncates the
 WAL, so :meth:`SqliteJournal.residue` can prove that no copy of an erased text is left in
 the journal file, its ``-wal`` or its ``-shm``.
+
+What SQLite and PostgreSQL do alike is written once in :mod:`.sql_core` and
+:mod:`.sql_journal`; this module is the dialect: the connection, the DDL, FTS5, erasure.
 """
 
 from __future__ import annotations

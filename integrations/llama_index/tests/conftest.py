@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import pytest
@@ -12,6 +12,7 @@ from langmem_tiers import MemoryConfig
 from llama_index.core.base.llms.types import ChatMessage, ChatResponse, MessageRole, ToolCallBlock
 from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_callback
 from llama_index.core.llms.mock import MockFunctionCallingLLM, MockLLM
+from llama_index.core.memory import Memory
 from pydantic import Field
 
 # Budgets small enough that a few dozen turns evict, summarize and index.
@@ -98,6 +99,27 @@ def react_step(messages: Sequence[ChatMessage], **kwargs: Any) -> ChatMessage:
 class RecordingReActLLM(RecordingFunctionLLM):
     def __init__(self, **kwargs: Any) -> None:
         MockFunctionCallingLLM.__init__(self, response_generator=react_step, is_chat_model=True, **kwargs)
+
+
+@pytest.fixture
+async def li_memory() -> AsyncIterator[Callable[..., Memory]]:
+    """``Memory.from_defaults(**kwargs)`` (LlamaIndex's own memory) whose chat store is closed after the test.
+
+    Its default chat store opens an in-memory aiosqlite database that nothing closes: left to the garbage
+    collector, the connection warns (ResourceWarning) in whichever later test collects it.
+    """
+    from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+    engines: list[AsyncEngine] = []
+
+    def make(**kwargs: Any) -> Memory:
+        engine = create_async_engine("sqlite+aiosqlite:///:memory:")  # what Memory would open itself
+        engines.append(engine)
+        return Memory.from_defaults(async_engine=engine, **kwargs)
+
+    yield make
+    for engine in engines:
+        await engine.dispose()
 
 
 @pytest.fixture

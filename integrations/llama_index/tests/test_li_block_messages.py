@@ -8,7 +8,6 @@ from langmem_tiers.messages import Message
 from llama_index.core.base.llms.types import ChatMessage, ImageBlock, TextBlock, ThinkingBlock, ToolCallBlock
 from llama_index.core.embeddings import MockEmbedding
 from llama_index.core.llms import MockLLM
-from llama_index.core.memory import Memory
 
 from llama_index.memory.langmem_tiers import (
     LlamaIndexEmbedder,
@@ -66,11 +65,11 @@ def test_memory_text_is_never_stored_back(tmp_path) -> None:
     memory.close()
 
 
-async def test_block_inside_memory_is_scoped_and_truncated(tmp_path) -> None:
+async def test_block_inside_memory_is_scoped_and_truncated(tmp_path, li_memory) -> None:
     block = TieredMemoryBlock(path=str(tmp_path), vectors=False, config=SMALL, priority=1)
-    mem_a = Memory.from_defaults(session_id="a", memory_blocks=[block], token_limit=400, token_flush_size=100,
+    mem_a = li_memory(session_id="a", memory_blocks=[block], token_limit=400, token_flush_size=100,
                                  chat_history_token_ratio=0.5)
-    mem_b = Memory.from_defaults(session_id="b", memory_blocks=[block], token_limit=400)
+    mem_b = li_memory(session_id="b", memory_blocks=[block], token_limit=400)
     await mem_a.aput(ChatMessage(role="user", content="My locker code is 4417."))
     await mem_a.aput(ChatMessage(role="assistant", content="Noted."))
     for i in range(25):

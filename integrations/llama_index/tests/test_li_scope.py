@@ -9,7 +9,6 @@ from typing import Any
 
 from llama_index.core.chat_engine import SimpleChatEngine
 from llama_index.core.llms import ChatMessage
-from llama_index.core.memory import Memory
 
 from llama_index.memory.langmem_tiers import TieredChatMemory, TieredMemoryBlock
 
@@ -56,12 +55,12 @@ def test_chat_memory_recalls_the_users_earlier_session_only(tmp_path, local_embe
         memory.close()
 
 
-async def test_memory_block_recalls_the_users_earlier_session_only(tmp_path, local_embedder) -> None:
+async def test_memory_block_recalls_the_users_earlier_session_only(tmp_path, local_embedder, li_memory) -> None:
     def block_for(user_id: str, config: Any = SMALL) -> TieredMemoryBlock:
         return TieredMemoryBlock(path=str(tmp_path), user_id=user_id, config=config, embed_model=local_embedder)
 
     ada = block_for("ada")
-    monday = Memory.from_defaults(session_id="monday", memory_blocks=[ada], token_limit=400, token_flush_size=100,
+    monday = li_memory(session_id="monday", memory_blocks=[ada], token_limit=400, token_flush_size=100,
                                   chat_history_token_ratio=0.5)
     await monday.aput_messages([ChatMessage(role="user", content=FACT),
                                 ChatMessage(role="assistant", content="Noted.")])
@@ -70,16 +69,16 @@ async def test_memory_block_recalls_the_users_earlier_session_only(tmp_path, loc
                                     ChatMessage(role="assistant", content="Right.")])
     assert any("Pixel" in m.text for m in ada.memory_for("monday").messages())
 
-    tuesday = Memory.from_defaults(session_id="tuesday", memory_blocks=[ada], token_limit=2000)
+    tuesday = li_memory(session_id="tuesday", memory_blocks=[ada], token_limit=2000)
     seen = answer(tuesday)
     assert "Pixel Whiskers" in seen
     assert "another conversation" in seen
 
     bob = block_for("bob")
-    assert "Pixel" not in answer(Memory.from_defaults(session_id="tuesday", memory_blocks=[bob], token_limit=2000))
+    assert "Pixel" not in answer(li_memory(session_id="tuesday", memory_blocks=[bob], token_limit=2000))
 
     private = block_for("ada", SESSION_ONLY)
-    assert "Pixel" not in answer(Memory.from_defaults(session_id="wednesday", memory_blocks=[private],
+    assert "Pixel" not in answer(li_memory(session_id="wednesday", memory_blocks=[private],
                                                       token_limit=2000))
     for block in (ada, bob, private):
         block.close()

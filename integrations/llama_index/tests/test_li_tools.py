@@ -176,13 +176,13 @@ def test_direct_calls_and_names(tmp_path) -> None:
     assert "memory=TieredChatMemory" in unbound.content
 
 
-async def test_llama_index_memory_with_a_tiered_block(tmp_path) -> None:
+async def test_llama_index_memory_with_a_tiered_block(tmp_path, li_memory) -> None:
     """A run with LlamaIndex's own Memory: the tools act on its TieredMemoryBlock's user."""
     agent = FunctionAgent(tools=create_memory_tools(), llm=MemoryFunctionLLM())
 
     def memory(user: str) -> Memory:
         block = TieredMemoryBlock(path=str(tmp_path), user_id=user, vectors=False)
-        return Memory.from_defaults(session_id=f"{user}-1", memory_blocks=[block], token_limit=4000)
+        return li_memory(session_id=f"{user}-1", memory_blocks=[block], token_limit=4000)
 
     ada, bob = memory("ada"), memory("bob")
     saved = await _run(agent, ada, "Remember that my locker code is 4417")

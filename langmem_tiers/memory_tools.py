@@ -122,11 +122,6 @@ class MemoryToolSpec:
         return cls(MappingProxyType(chosen), cast(MemoryToolScope, scope), tuple(kinds) if kinds is not None else None)
 
     @staticmethod
-    def memory_kinds() -> tuple[str, ...]:
-        """The values of :data:`MemoryToolKind`, for a framework that wants them as a list."""
-        return get_args(MemoryToolKind)
-
-    @staticmethod
     def remembered(record_id: int, text: str) -> str:
         """The reply of ``remember``: the new memory's id, which ``forget`` takes."""
         return f"Remembered as memory {record_id}: {text}"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -41,6 +42,8 @@ from langmem_tiers.semantic.types import Fact
 from langmem_tiers.summarizers.base import Summarizer
 from langmem_tiers.summarizers.extractive import ExtractiveSummarizer
 from langmem_tiers.tokens import TiktokenCounter, TokenCounter
+
+log = logging.getLogger(__name__)
 
 
 class TieredMemory:
@@ -168,7 +171,7 @@ class TieredMemory:
             try:
                 yield from summary_schedule.after_eviction_flow(self)
             except Exception:
-                summary_schedule.log.exception("summary after eviction failed; the evicted turns stay pending")
+                log.exception("summary after eviction failed; the evicted turns stay pending")
         return stored
 
     def flush(self) -> None:

@@ -510,9 +510,12 @@ def test_serve_command_prints_the_url_with_its_token(folder: Path, tmp_path: Pat
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(f"http://127.0.0.1:{port}/api/sessions", timeout=5)
         assert refused.value.code == 401
+        refused.value.close()  # an HTTPError holds the response's socket open
     finally:
         process.terminate()
         process.wait(timeout=30)
+        if process.stderr is not None:
+            process.stderr.close()
 
 
 def test_anonymous_and_agent_sessions_open_in_the_pages(serve: Callable[..., TestClient]) -> None:

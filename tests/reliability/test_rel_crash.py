@@ -70,6 +70,9 @@ class Child:
         self.proc.wait(timeout=60)
         self._reader.join(timeout=10)
         err = self.proc.stderr.read() if self.proc.stderr else ""
+        for pipe in (self.proc.stdout, self.proc.stderr):  # closed here, not by the garbage collector
+            if pipe is not None:
+                pipe.close()
         return self.lines, err
 
 

@@ -66,10 +66,11 @@ def _spawn(replica: int, pg_url: str, chroma_url: str, collection: str, out: Pat
            ) -> subprocess.Popen[bytes]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
            "ANONYMIZED_TELEMETRY": "False", "OMP_NUM_THREADS": "1"}
-    log = open(out / f"worker-{replica}{'-resumed' if resume else ''}.log", "ab")
     args = [sys.executable, str(WORKER), str(replica), pg_url, chroma_url, collection, str(out)]
-    return subprocess.Popen([*args, "--resume"] if resume else args, cwd=ROOT, env=env, stdout=log,
-                            stderr=subprocess.STDOUT)
+    # The worker writes its own copy of the log descriptor; the parent's is closed once it has started.
+    with open(out / f"worker-{replica}{'-resumed' if resume else ''}.log", "ab") as log:
+        return subprocess.Popen([*args, "--resume"] if resume else args, cwd=ROOT, env=env, stdout=log,
+                                stderr=subprocess.STDOUT)
 
 
 def _logs(out: Path) -> str:

@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from langmem_tiers.config import MemoryConfig
 from langmem_tiers.embedders.base import Embedder
 from langmem_tiers.errors import ConfigError
 from langmem_tiers.flow import Blocking, Drivers, Embed, Flow, wait_free
@@ -70,8 +71,9 @@ class RecallIndex:
         self.store = store
         self.embedder = embedder
         self.params = params or FusionParams()
-        # Query-time switches (issue 19); replaceable between queries (the evaluation's ablations do).
-        self.options = options or RecallOptions()
+        # Query-time switches (issue 19): MemoryConfig's defaults unless given; replaceable between
+        # queries (the evaluation's ablations do).
+        self.options = options or RecallOptions.from_config(MemoryConfig())
         self.candidates = candidates
         self.dedupe_threshold = dedupe_threshold
         self.batch_size = batch_size

@@ -18,6 +18,9 @@ from langmem_tiers.errors import ConfigError
 class RecallOptions:
     """How a query is analysed and fused beyond plain keyword + vector RRF. ``0`` turns a switch off.
 
+    ``RecallOptions()`` is everything off (plain fusion); a :class:`~langmem_tiers.recall.engine.RecallIndex`
+    built without options takes :class:`~langmem_tiers.config.MemoryConfig`'s defaults instead.
+
     Args:
         salient_weight: RRF weight of a third rank list, a keyword search over just the query's
             names, numbers and quoted words (:func:`langmem_tiers.recall.query.salient_terms`).

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from langmem_tiers.config import MemoryConfig
 from langmem_tiers.context import Context, WindowMessage
@@ -139,6 +140,42 @@ class TieredMemory:
                              owns_journal=False, clock=self.clock, metrics=self.metrics, sweep=self._sweep)
         other._recall_mode = self._recall_mode
         return other
+
+    def for_namespace(self, namespace: Namespace) -> TieredMemory:
+        """The session ``namespace`` on the same journal, vector store and collaborators.
+
+        As :meth:`for_session`, but the namespace is taken whole: nothing defaults to this memory's
+        user or agent, so a session without a user (``Namespace.of("s")``) can be reached from a
+        memory that has one (an adapter that keeps its own sessions, e.g. LangGraph's ``TieredStore``).
+        The new memory shares this one's journal, recall index, embedder, summarizer, redactor,
+        token counter, config and metrics, and follows its :attr:`clock` (a clock set on this
+        memory later is seen too). Closing it leaves the shared journal open.
+
+        Raises:
+            ConfigError: ``namespace`` is not a :class:`Namespace`.
+        """
+        if not isinstance(namespace, Namespace):
+            raise ConfigError(f"namespace must be a Namespace, e.g. Namespace.of('s1', 'ada'); got "
+                              f"{type(namespace).__name__}")
+        other = TieredMemory(self.journal, namespace, config=self.config, counter=self.counter,
+                             summarizer=self.summarizer, recall=self.recall, redactor=self.redactor,
+                             owns_journal=False, clock=lambda: self.clock(), metrics=self.metrics,
+                             sweep=self._sweep)
+        other._recall_mode = self._recall_mode
+        return other
+
+    @property
+    def location(self) -> str:
+        """Where this memory's journal is, as :meth:`open` takes it: the folder of the embedded default,
+        or the ``postgresql://`` URL **without its password**.
+
+        The password is left out on purpose: ``location`` is what adapters serialise (LlamaIndex's
+        ``TieredChatMemory.to_dict``), and those dicts are persisted. To reopen, libpq reads the
+        password from ``PGPASSWORD`` or ``~/.pgpass``; or pass the full URL yourself. A memory built on
+        a journal object whose location ``open`` cannot take (a non-default PostgreSQL schema, a custom
+        journal) reports that journal's own ``url``.
+        """
+        return journal_location(self.journal.url)
 
     # --- writing --------------------------------------------------------------
 
@@ -543,3 +580,17 @@ class TieredMemory:
     def _sweep_flow(self) -> Flow[int]:
         return writes.sweep_flow(self)
 
+
+def journal_location(url: str) -> str:
+    """What :meth:`TieredMemory.open` takes for a journal ``url``: the SQLite file's folder, or the
+    PostgreSQL URL with no password (a redacted ``***`` one included)."""
+    if url.startswith("sqlite:///"):
+        return str(Path(url.removeprefix("sqlite:///")).parent)
+    if not url.startswith(("postgresql://", "postgres://")):
+        return url
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    credentials, host = parts.netloc.rsplit("@", 1)
+    user = credentials.split(":", 1)[0]
+    return urlunsplit(parts._replace(netloc=f"{user}@{host}" if user else host))

@@ -25,10 +25,12 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import os
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Dict, List, Literal, Optional
+from urllib.parse import urlsplit, urlunsplit
 
 from llama_index.core.base.llms.types import ChatMessage, TextBlock
 from llama_index.core.bridge.pydantic import Field, PrivateAttr, field_validator
@@ -36,7 +38,7 @@ from llama_index.core.llms.llm import LLM
 from llama_index.core.memory.types import BaseMemory
 
 from langmem_tiers import Context, MemoryConfig, Message, TieredMemory, is_memory_message, is_memory_text
-from langmem_tiers.errors import ConfigError, InvalidMessageError
+from langmem_tiers.errors import ConfigError, InvalidMessageError, JournalError
 from llama_index.memory.langmem_tiers.adapters import embedder_from_model, summarizer_from_llm
 from llama_index.memory.langmem_tiers.messages import META_KEY, from_chat_message, to_chat_message
 from llama_index.memory.langmem_tiers.migration import budget_config, refuse_unknown, session_key, status_of
@@ -52,6 +54,13 @@ class TieredChatMemory(BaseMemory):
     restart; the journal on disk holds the conversation. A restored instance
     uses the offline summarizer and the local embedder unless given ``llm=`` /
     ``embed_model=`` again (``TieredChatMemory.from_dict(data, llm=llm)``).
+
+    A PostgreSQL ``path`` is serialised **without its password** (``TieredMemory.location``): these
+    dicts are persisted, and a database password does not belong in them. The instance that was given
+    the full URL keeps it in memory only; a restored one reopens with the password libpq finds in
+    ``PGPASSWORD`` or ``~/.pgpass``, or with the full URL passed again
+    (``TieredChatMemory.from_dict(data, path=url)``). When neither gives one, the first use raises
+    :class:`langmem_tiers.errors.JournalError` saying so.
 
     Example:
         >>> import tempfile
@@ -77,6 +86,7 @@ class TieredChatMemory(BaseMemory):
     _embedder: Any = PrivateAttr(default=None)
     _lock: Any = PrivateAttr(default_factory=threading.Lock)
     _last_context: Optional[Context] = PrivateAttr(default=None)
+    _dsn: Optional[str] = PrivateAttr(default=None)  # the URL with its password: never serialised
 
     def __init__(self, *, memory: Optional[TieredMemory] = None, llm: Optional[LLM] = None,
                  embed_model: Any = None, **data: Any) -> None:
@@ -84,12 +94,16 @@ class TieredChatMemory(BaseMemory):
             data.setdefault("session_id", memory.namespace.session_id)
             data.setdefault("user_id", memory.namespace.user_id)
             data.setdefault("agent_id", memory.namespace.agent_id)
-            data.setdefault("path", _memory_path(memory))
+            data.setdefault("path", memory.location)
             data.setdefault("config", dataclasses.asdict(memory.config))
             data.setdefault("vectors", memory.recall is not None and memory.recall.vectors)
         if embed_model is False:
             data["vectors"] = False
+        dsn = data.get("path")
+        if isinstance(dsn, (str, Path)) and _has_password(str(dsn)):
+            data["path"] = _without_password(str(dsn))
         super().__init__(**data)
+        self._dsn = str(dsn) if isinstance(dsn, (str, Path)) and _has_password(str(dsn)) else None
         self._memory = memory
         self._summarizer = summarizer_from_llm(llm)
         self._embedder = embedder_from_model(embed_model) if embed_model is not False else None
@@ -197,12 +211,23 @@ class TieredChatMemory(BaseMemory):
                     if self.path is None:
                         raise ConfigError("this TieredChatMemory has no path to open: build it with "
                                           "from_defaults(path=..., session_id=...) or from_memory(...)")
-                    self._memory = TieredMemory.open(
-                        self.path, session_id=self.session_id, user_id=self.user_id, agent_id=self.agent_id,
-                        config=MemoryConfig(**self.config) if self.config else None,
-                        summarizer=self._summarizer,
-                        embedder=(self._embedder if self._embedder is not None else None) if self.vectors else False,
-                    )
+                    try:
+                        self._memory = TieredMemory.open(
+                            self._dsn or self.path, session_id=self.session_id, user_id=self.user_id,
+                            agent_id=self.agent_id, config=MemoryConfig(**self.config) if self.config else None,
+                            summarizer=self._summarizer,
+                            embedder=(self._embedder if self._embedder is not None else None) if self.vectors
+                            else False,
+                        )
+                    except JournalError as e:
+                        if self._dsn is None and _is_postgres(self.path) and not os.environ.get("PGPASSWORD"):
+                            raise JournalError(
+                                f"cannot reopen the PostgreSQL journal {self.path}: a serialised "
+                                "TieredChatMemory keeps no password (by design), and none was found. Set "
+                                "PGPASSWORD (or ~/.pgpass), or pass the full URL: "
+                                f"TieredChatMemory.from_dict(data, path='postgresql://user:password@...') ({e})"
+                            ) from e
+                        raise
                 memory = self._memory
         return memory
 
@@ -504,9 +529,20 @@ def _query(input: Any) -> Optional[str]:
     return input if isinstance(input, str) and input.strip() else None
 
 
-def _memory_path(memory: TieredMemory) -> Optional[str]:
-    url = getattr(memory.journal, "url", None)
-    if isinstance(url, str) and url.startswith(("postgresql://", "postgres://")):
-        return url
-    path = getattr(memory.journal, "path", None)
-    return str(Path(path).parent) if path is not None else None
+def _is_postgres(path: Optional[str]) -> bool:
+    return path is not None and path.startswith(("postgresql://", "postgres://"))
+
+
+def _has_password(path: str) -> bool:
+    try:
+        return _is_postgres(path) and urlsplit(path).password is not None
+    except ValueError:
+        return False
+
+
+def _without_password(url: str) -> str:
+    """The URL as ``TieredMemory.location`` gives it: the same, with no password."""
+    parts = urlsplit(url)
+    credentials, host = parts.netloc.rsplit("@", 1)
+    user = credentials.split(":", 1)[0]
+    return urlunsplit(parts._replace(netloc=f"{user}@{host}" if user else host))

@@ -51,7 +51,7 @@ def test_default_with_the_local_model_is_vectors(tmp_path: Path, local_embedder:
     with _open(tmp_path) as memory:
         assert memory.recall is not None
         assert memory.recall.vectors
-        assert memory.stats().recall_mode == f"vectors (local model {local_embedder.key}, the default)"
+        assert memory.stats().recall_mode == f"vectors (local model {local_embedder.key} on cpu, the default)"
 
 
 def test_a_given_embedder_is_named(tmp_path: Path) -> None:

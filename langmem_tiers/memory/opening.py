@@ -16,7 +16,7 @@ from typing import Any
 
 from langmem_tiers.config import MemoryConfig
 from langmem_tiers.embedders.base import Embedder
-from langmem_tiers.errors import ConfigError
+from langmem_tiers.errors import ConfigError, MissingDependencyError
 from langmem_tiers.journal.base import Journal
 from langmem_tiers.keyring import KeyRing
 from langmem_tiers.recall.engine import RecallIndex
@@ -112,9 +112,9 @@ def open_vectors(folder: Path | None, embedder: Embedder | bool | None,
         embedder = default_embedder()
         if embedder is None:
             return None, None, f"keywords only ({missing_local_model()}: {LOCAL_EXTRA} for vectors)"
-        mode = f"vectors (local model {embedder.key}, the default)"
+        mode = f"vectors (local model {embedder.key}{on_device(embedder)}, the default)"
     assert not isinstance(embedder, bool)
-    mode = mode or f"vectors ({embedder.key})"
+    mode = mode or f"vectors ({embedder.key}{on_device(embedder)})"
     if isinstance(chroma, ChromaStore):
         return chroma, embedder, mode
     if isinstance(chroma, str):
@@ -140,8 +140,24 @@ def describe_recall(recall: RecallIndex | None) -> str:
     if recall is None:
         return "off (built without recall)"
     if recall.vectors and recall.embedder is not None:
-        return f"vectors ({recall.embedder.key})"
+        return f"vectors ({recall.embedder.key}{on_device(recall.embedder)})"
     return "keywords only"
+
+
+def on_device(embedder: Embedder) -> str:
+    """``" on cuda"`` for a local model (where ``device="auto"`` put it), ``""`` for any other embedder.
+
+    Resolving ``"auto"`` imports torch (not the model); without torch the embedder fails with its own
+    clear error at first use, so the mode just leaves the device out.
+    """
+    from langmem_tiers.embedders.local import LocalEmbedder
+
+    if not isinstance(embedder, LocalEmbedder):
+        return ""
+    try:
+        return f" on {embedder.device}"
+    except MissingDependencyError:
+        return ""
 
 
 def collection_name(embedder: Embedder, layout: str = COLLECTION_LAYOUT) -> str:

@@ -18,7 +18,8 @@ class Stats:
     """A snapshot of one session's tiers.
 
     ``recall_mode`` says how this handle recalls and why, as chosen at ``open()``: e.g.
-    ``"vectors (local model st:all-MiniLM-L6-v2, the default)"`` or ``"keywords only
+    ``"vectors (local model st:all-MiniLM-L6-v2 on cpu, the default)"`` (the device a local model
+    runs on: ``device="auto"`` picks cuda, then mps, then cpu) or ``"keywords only
     (sentence-transformers not installed: pip install 'langmem-tiers[local]' for vectors)"``.
     """
 

@@ -9,7 +9,9 @@ This package, with :mod:`langmem_tiers.errors`, :mod:`langmem_tiers.summarizers`
 :mod:`langmem_tiers.embedders`, is the public API: the integrations use nothing else
 (``tests/test_public_api.py`` checks it). Besides :class:`TieredMemory` and its results it
 exports what adapters build on: :func:`make_message`, the record types (:class:`Record`,
-:class:`NewRecord`), :class:`ChromaStore`, the memory-message and store-item contract
+:class:`NewRecord`), the journal protocol (:class:`Journal`, :class:`ReadTxn`, :class:`WriteTxn`,
+:class:`SessionState`: the low-level API of ``TieredMemory.journal`` for adapters that keep their own
+records, such as the LangGraph store), :class:`ChromaStore`, the memory-message and store-item contract
 (:mod:`langmem_tiers.integration`) and the memory tools' spec (:class:`MemoryToolSpec`).
 """
 
@@ -42,7 +44,16 @@ from langmem_tiers.integration import (
     is_memory_message,
     is_memory_text,
 )
-from langmem_tiers.journal.base import Namespace, NewRecord, Record, SummaryVersion
+from langmem_tiers.journal.base import (
+    Journal,
+    Namespace,
+    NewRecord,
+    ReadTxn,
+    Record,
+    SessionState,
+    SummaryVersion,
+    WriteTxn,
+)
 from langmem_tiers.keyring import FolderKeyRing, KeyRing
 from langmem_tiers.memory import Stats, TieredMemory
 from langmem_tiers.memory_tools import MEMORY_TOOLS, MemoryToolKind, MemoryToolScope, MemoryToolSpec
@@ -61,13 +72,13 @@ __version__ = "0.1.0"
 __all__ = [
     "EXPIRES_AT", "MEMORY_HEADER", "MEMORY_TOOLS", "STORE_ITEM_KIND", "ChromaStore", "ConfigError", "Context",
     "DecryptionError", "EncryptionError", "ExtractedMemory", "ExtractiveSummarizer", "Fact", "FolderKeyRing",
-    "InvalidMessageError", "InvalidNamespaceError", "JournalError", "KeyRing", "KeyUnavailableError",
+    "InvalidMessageError", "InvalidNamespaceError", "Journal", "JournalError", "KeyRing", "KeyUnavailableError",
     "LangmemTiersError", "MemoryClosedError", "MemoryConfig", "MemoryMetrics", "MemoryToolKind", "MemoryToolScope",
     "MemoryToolSpec", "Message", "MetricsSnapshot", "MissingDependencyError", "Namespace", "NewRecord", "Omission",
-    "RecallError", "RecallHit", "Record", "SchemaVersionError", "SessionErasedError", "Stats", "Summarizer",
-    "SummarizerError", "SummaryRequest", "SummaryResult", "SummaryVersion", "TierFigures", "TierTokens",
-    "TieredMemory", "TiktokenCounter", "TokenCounter", "TokenizerUnavailableError", "ToolCall", "Triple",
-    "VectorStoreLockedError", "WordCounter", "WorkingItem", "WorkingMemory", "expires_at", "is_expired",
-    "is_memory_message", "is_memory_text", "make_message",
+    "ReadTxn", "RecallError", "RecallHit", "Record", "SchemaVersionError", "SessionErasedError", "SessionState",
+    "Stats", "Summarizer", "SummarizerError", "SummaryRequest", "SummaryResult", "SummaryVersion", "TierFigures",
+    "TierTokens", "TieredMemory", "TiktokenCounter", "TokenCounter", "TokenizerUnavailableError", "ToolCall",
+    "Triple", "VectorStoreLockedError", "WordCounter", "WorkingItem", "WorkingMemory", "WriteTxn", "expires_at",
+    "is_expired", "is_memory_message", "is_memory_text", "make_message",
 ]
 

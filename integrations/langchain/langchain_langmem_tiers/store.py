@@ -21,7 +21,10 @@ How a store item maps onto the core:
 * **Put with an existing key** supersedes: the new version is the current record, the old one keeps
   ``valid_to`` as history (``TieredMemory.facts(include_superseded=True)``); ``get`` and ``search`` see only
   current versions. Both happen in one journal transaction (insert + supersede, the journal protocol's
-  keyed-memory operations; ``remember()`` would read every current memory of the user per put). The last
+  keyed-memory operations; ``remember()`` would read every current memory of the user per put).
+  The store works on ``TieredMemory.journal``, the core's public low-level API for adapters that keep
+  their own records (:class:`langmem_tiers.Journal`; see ``docs/core/integration.md``), and on one
+  ``TieredMemory.for_namespace`` handle per user for recall and indexing. The last
   committed put wins, whatever the clocks say. ``created_at`` is the first put, ``updated_at`` the latest
   (as PostgresStore).
 * **Delete** erases the item and its history (journal, keyword index and vectors): a delete is an
@@ -678,10 +681,7 @@ class TieredStore(BaseStore):
                 handle = self.memory  # the store's own session: no second handle
             else:
                 # Not for_session(): it would give a session without a user the memory's user and agent.
-                m = self.memory
-                handle = TieredMemory(m.journal, namespace, config=m.config, counter=m.counter,
-                                      summarizer=m.summarizer, recall=m.recall, redactor=m.redactor,
-                                      owns_journal=False, clock=lambda: m.clock())
+                handle = self.memory.for_namespace(namespace)
             self._keep(self._handles, user, handle)
         self._handles.move_to_end(user)
         return handle

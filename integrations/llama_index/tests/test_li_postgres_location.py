@@ -17,9 +17,9 @@ import pytest
 from langmem_tiers import TieredMemory, WordCounter
 from langmem_tiers.errors import JournalError
 from llama_index.core.base.llms.types import ChatMessage
+from tests.support.postgres import ENV_URL, find_bindir, postgres_server
 
 from llama_index.memory.langmem_tiers import TieredChatMemory
-from tests.support.postgres import ENV_URL, find_bindir, postgres_server
 
 PASSWORD = "s3cret-Pw"
 
@@ -56,7 +56,8 @@ def test_location_is_the_url_without_its_password(password_url: str, tmp_path: P
     with TieredMemory.open(password_url, session_id=f"s-{uuid.uuid4().hex[:8]}", embedder=False,
                            counter=WordCounter()) as memory:
         assert memory.location == _without_password(password_url)
-        assert PASSWORD not in memory.location and "***" not in memory.location
+        assert PASSWORD not in memory.location
+        assert "***" not in memory.location
     with TieredMemory.open(tmp_path, session_id="s", embedder=False, counter=WordCounter()) as memory:
         assert memory.location == str(tmp_path)
 

@@ -358,15 +358,19 @@ class TieredChatMemory(BaseMemory):
         records built from erased text, so it is refused; ``tiered.forget(record_id)`` erases one
         recalled turn or memory.
         """
+        self._refuse_partial_reset(status)
+        self.tiered.clear()
+
+    async def areset(self, status: Any = None) -> None:
+        self._refuse_partial_reset(status)
+        await (await self._atiered()).aclear()
+
+    @staticmethod
+    def _refuse_partial_reset(status: Any) -> None:
         if status_of(status) is not None:
             raise ConfigError(f"reset(status={status!r}) would erase part of the session and keep the summary "
                               "and recall built from it: call reset() for the whole session, or "
                               "memory.tiered.forget(record_id) for one recalled turn or memory")
-        self.tiered.clear()
-
-    async def areset(self, status: Any = None) -> None:
-        status_of(status)
-        await asyncio.to_thread(self.reset, status)
 
     # --- extras ----------------------------------------------------------------
 
@@ -545,4 +549,5 @@ def _without_password(url: str) -> str:
     parts = urlsplit(url)
     credentials, host = parts.netloc.rsplit("@", 1)
     user = credentials.split(":", 1)[0]
-    return urlunsplit(parts._replace(netloc=f"{user}@{host}" if user else host))
+    netloc = f"{user}@{host}" if user else host
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))

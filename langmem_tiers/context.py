@@ -27,6 +27,8 @@ from langmem_tiers.tokens import REPLY_PRIMING, TokenCounter
 from langmem_tiers.window import split_turns
 
 MEMORY_HEADER = "Memory of this conversation (from langmem-tiers):"
+# The metadata entry (key, value) that marks the memory message; langmem_tiers.integration recognizes it.
+MEMORY_MARK = ("langmem_tiers", "memory")
 PINNED_HEADER = "Pinned facts:"
 SUMMARY_HEADER = "Summary of earlier conversation:"
 RECALL_HEADER = "Recalled from earlier conversations:"
@@ -351,4 +353,4 @@ def _memory_message(pinned: Sequence[str], summary: str, hit_lines: Sequence[str
     if not sections:
         return None
     return Message(config.summary_role, MEMORY_HEADER + "\n\n" + "\n\n".join(sections),
-                   metadata={"langmem_tiers": "memory"})
+                   metadata=dict([MEMORY_MARK]))

@@ -38,7 +38,7 @@ MEMORY_HEADER: Final[str] = _context.MEMORY_HEADER
 EXPIRES_AT: Final[str] = _fields.EXPIRES_AT
 """The record metadata key holding a memory's expiry: absolute unix seconds, judged by the memory's clock."""
 
-_MEMORY_MARK = ("langmem_tiers", "memory")  # the metadata entry context() puts on its memory message
+_MEMORY_MARK = _context.MEMORY_MARK  # the metadata entry context() puts on its memory message (one definition)
 
 
 def is_memory_message(message: Message | Mapping[str, Any]) -> bool:

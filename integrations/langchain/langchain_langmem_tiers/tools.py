@@ -25,7 +25,6 @@ Example:
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -192,7 +191,7 @@ def _forget_tool(memory_of: MemoryOf, spec: MemoryToolSpec) -> BaseTool:
     async def aforget(runtime: ToolRuntime, record_id: RecordId) -> str:
         async def run() -> str:
             memory = memory_of(runtime)
-            return _forgotten(spec, await asyncio.to_thread(memory.forget, record_id), record_id)
+            return _forgotten(spec, await memory.aforget(record_id), record_id)
 
         return await _acall(run)
 

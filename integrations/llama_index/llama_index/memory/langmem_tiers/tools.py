@@ -26,7 +26,6 @@ Example:
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Optional, Union
 
@@ -180,7 +179,7 @@ def create_memory_tools(
 
     async def aforget(ctx: Optional[Context] = None, **args: Any) -> str:
         target = await memory_of(ctx)
-        return _forgotten(spec, await asyncio.to_thread(target.forget, args["record_id"]), args["record_id"])
+        return _forgotten(spec, await target.aforget(args["record_id"]), args["record_id"])
 
     return [
         _tool(remember, aremember, spec.names["remember"], spec.DESCRIPTIONS["remember"], RememberArgs),

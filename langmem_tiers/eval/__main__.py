@@ -10,6 +10,9 @@ an LLM judge: QA accuracy, with the calls and tokens spent.
 Before and after the semantic tier, like for like (same budget, same data):
 ``--config extract_memories=false --config profile_tokens=0`` turns off extraction and
 the profile (before); the defaults have both on (after).
+
+Ablations of query-time switches on one ingest: ``python -m langmem_tiers.eval.ablate``
+(see :mod:`langmem_tiers.eval.ablate`).
 """
 
 from __future__ import annotations

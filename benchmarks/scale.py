@@ -1,18 +1,31 @@
-"""Scale: add(), context() and search() latency as the store grows (issue 7; not a timed test).
+"""Scale: add(), context() and search() latency as the store grows (issues 7 and 15; not a timed test).
 
-    .venv/bin/python benchmarks/scale.py --sizes 1000,10000,100000          # about 10 minutes here
-    .venv/bin/python benchmarks/scale.py --sizes 1000,1000000 --no-vectors  # the 1M journal, keyword recall
-    .venv/bin/python benchmarks/scale.py --sizes 100000 --servers           # PostgreSQL + Chroma server
+    .venv/bin/python benchmarks/scale.py --sizes 1000,10000,100000 --layout one-session
+    .venv/bin/python benchmarks/scale.py --sizes 1000,10000,100000 --layout many-sessions
+    .venv/bin/python benchmarks/scale.py --sizes 1000,10000 --layout many-sessions --servers
+    .venv/bin/python benchmarks/scale.py --plot-only benchmarks/results/scale-*.json --out benchmarks/results/scale
 
-For each size N, N filler messages spread over N/100 sessions (100 messages each, as
-user/assistant turns) are written straight through the journal in large transactions,
-with one recall record per turn, as eviction would have left them. Filler records get
-random unit vectors in Chroma: this measures latency at that index size, not recall
-quality (the evaluation harness measures quality). Then one live session is driven
-through the public API: add() per message (durable), context() with recall for a new
-question, and search() with k=10 at session and user scope. With ``--servers`` the journal is a
-throwaway PostgreSQL cluster and the vectors a ``chroma run`` server, both on 127.0.0.1 (started
-with the test suite's helpers in tests/support).
+Layouts (``--layout``), N stored filler messages as user/assistant turns with one recall record per
+turn, written straight through the journal in large transactions as eviction would have left them:
+
+* ``one-session``: all N messages in the live session itself (one user, one session): the live
+  window holds only what the live part adds, the rest is recallable history.
+* ``many-sessions``: N messages of the live user in sessions of ``--per-session`` messages (100 by
+  default); context() recalls across them (``recall_scope="user"``, the default) and user-scope
+  search() searches all of them.
+* ``many-users`` (issue 7's table): sessions of ``--per-session`` messages spread over 50 users.
+
+Filler records get random unit vectors in Chroma: this measures latency at that index size, not
+recall quality (the evaluation harness measures quality). Then the live session is driven through
+the public API with the real local embedder: add() per message (durable), flush(), then for each
+new question: context() with recall, search() with k=10 at session and user scope, and the
+embedder alone on the same question (its own time, the yardstick of issue 15's target 2). The
+first context() after filling (the cold one: in-process vector copies are built) is reported
+apart. With ``--servers`` the journal is a throwaway PostgreSQL cluster and the vectors a
+``chroma run`` server, both on 127.0.0.1 (started with the test suite's helpers in tests/support).
+
+Writes ``OUT.json`` (the rows) and ``OUT.png`` (p50/p95 latency against stored messages, log x);
+``OUT`` defaults to ``benchmarks/results/scale-LAYOUT`` (``-servers`` appended with ``--servers``).
 """
 
 from __future__ import annotations
@@ -37,6 +50,9 @@ from langmem_tiers.messages import Message
 
 VOCAB = [f"{w}{i}" for i in range(60) for w in ("alpha", "bravo", "delta", "kilo", "lima", "oscar", "tango")]
 COMMON = "the a we said about and then it was for my our trip meeting plan".split()
+LAYOUTS = ("one-session", "many-sessions", "many-users")
+LIVE_SESSION, LIVE_USER = "live", "user-0"
+TARGET_MS = 30.0  # issue 15, targets 1 and 2
 
 
 def line(rng: random.Random) -> str:
@@ -49,86 +65,124 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def fill(memory: TieredMemory, size: int, rng: random.Random, vectors: bool) -> None:
+def filler_namespaces(size: int, layout: str, per_session: int) -> list[tuple[Namespace, int]]:
+    """Where the N filler messages go: (namespace, messages) in write order."""
+    if layout == "one-session":
+        return [(Namespace(LIVE_SESSION, LIVE_USER), size)]
+    sessions = max(size // per_session, 1)
+    user = (lambda s: LIVE_USER) if layout == "many-sessions" else (lambda s: f"user-{s % 50}")
+    return [(Namespace(f"filler-{s}", user(s)), per_session) for s in range(sessions)]
+
+
+def fill(memory: TieredMemory, size: int, rng: random.Random, vectors: bool, layout: str,
+         per_session: int, batch: int = 2000) -> None:
     journal = memory.journal
-    store = memory.recall.store if memory.recall else None
-    dim = memory.recall.embedder.dimension if memory.recall and memory.recall.embedder else 0
-    per_session = 100
+    recall = memory.recall
+    store = recall.store if recall else None
+    dim = recall.embedder.dimension if recall and recall.embedder else 0
     numpy_rng = np.random.default_rng(size)
-    for s in range(max(size // per_session, 1)):
-        ns = Namespace(f"filler-{s}", f"user-{s % 50}")
+    for ns, count in filler_namespaces(size, layout, per_session):
         ns_id = journal.namespace_id(ns)
         assert ns_id is not None
-        texts = [line(rng) for _ in range(per_session)]
-        messages = [Message("user" if i % 2 == 0 else "assistant", t) for i, t in enumerate(texts)]
-        with journal.write(ns_id) as tx:
-            stored = tx.insert_messages(messages, [len(t.split()) for t in texts], "filler")
-            last = stored[-1].id or 0
-            tx.set_window_start(last + 1)
-            tx.set_summary("filler summary", 2, last)
-            record_ids = tx.insert_records([
-                NewRecord("turn", f"user: {stored[i].text}\nassistant: {stored[i + 1].text}",
-                          (stored[i].id or 0, stored[i + 1].id or 0), created_at=time.time())
-                for i in range(0, per_session, 2)])
-        if vectors and store is not None and memory.recall is not None:
-            raw = numpy_rng.standard_normal((len(record_ids), dim))
-            vecs = (raw / np.linalg.norm(raw, axis=1, keepdims=True)).tolist()
-            recs = journal.records(record_ids)
-            store.upsert([memory.recall.vector_id(r.id) for r in recs], vecs, [r.text for r in recs],
-                         [memory.recall._metadata(r) for r in recs])
-        journal.outbox_done(journal.outbox(2 * len(record_ids)))
+        for start in range(0, count, batch):  # one transaction per batch: a 1M session fits in memory
+            n = min(batch, count - start)
+            n -= n % 2
+            texts = [line(rng) for _ in range(n)]
+            messages = [Message("user" if i % 2 == 0 else "assistant", t) for i, t in enumerate(texts)]
+            with journal.write(ns_id) as tx:
+                stored = tx.insert_messages(messages, [len(t.split()) for t in texts], "filler")
+                last = stored[-1].id or 0
+                tx.set_window_start(last + 1)
+                tx.set_summary("filler summary", 2, last)
+                record_ids = tx.insert_records([
+                    NewRecord("turn", f"user: {stored[i].text}\nassistant: {stored[i + 1].text}",
+                              (stored[i].id or 0, stored[i + 1].id or 0), created_at=time.time())
+                    for i in range(0, n, 2)])
+            if vectors and store is not None and recall is not None:
+                raw = numpy_rng.standard_normal((len(record_ids), dim)).astype(np.float32)
+                vecs = raw / np.linalg.norm(raw, axis=1, keepdims=True)
+                recs = journal.records(record_ids)
+                store.upsert([recall.vector_id(r.id) for r in recs], vecs.tolist(), None,
+                             [recall._metadata(r, ns_id) for r in recs])
+            journal.outbox_done(journal.outbox(2 * len(record_ids)))
 
 
-def measure(size: int, vectors: bool, samples: int, journal_url: str | None = None,
-            chroma: str | None = None) -> dict[str, Any]:
+def _timed(fn: Any) -> float:
+    t = time.perf_counter()
+    fn()
+    return (time.perf_counter() - t) * 1000
+
+
+def _p(values: list[float]) -> tuple[float, float]:
+    return round(statistics.median(values), 2), round(pct(values, 0.95), 2)
+
+
+def measure(size: int, vectors: bool, samples: int, layout: str, per_session: int,
+            journal_url: str | None = None, chroma: str | None = None) -> dict[str, Any]:
     rng = random.Random(size)
-    config = MemoryConfig(context_tokens=4000, window_tokens=2000, summary_tokens=400, recall_tokens=800)
+    config = MemoryConfig(context_tokens=4000, window_tokens=2000, summary_tokens=400, recall_tokens=800,
+                          recall_scope="user")
     folder = Path(tempfile.mkdtemp(prefix="lt-scale-"))
-    with TieredMemory.open(journal_url or folder, session_id="live", user_id="user-0", config=config,
-                           embedder=None if vectors else False, chroma=chroma) as memory:
+    # Filled from a handle on another session, so the live handle opens on the finished journal.
+    with TieredMemory.open(journal_url or folder, session_id="setup", user_id="setup", config=config,
+                           embedder=None if vectors else False, chroma=chroma) as setup:
         t0 = time.perf_counter()
-        fill(memory, size, rng, vectors)
+        fill(setup, size, rng, vectors, layout, per_session)
         fill_s = time.perf_counter() - t0
-        if memory.recall and memory.recall.embedder:
-            memory.recall.embedder.embed(["warm up the model"])
-        add_ms, context_ms, search_ms, user_ms = [], [], [], []
-        for i in range(samples):
-            t = time.perf_counter()
-            memory.add("user" if i % 2 == 0 else "assistant", line(rng))
-            add_ms.append((time.perf_counter() - t) * 1000)
+        memory = setup.for_session(LIVE_SESSION, user_id=LIVE_USER)
+        embedder = memory.recall.embedder if memory.recall else None
+        if embedder is not None:
+            embedder.embed(["warm up the model"])
+        add_ms = [_timed(lambda i=i: memory.add("user" if i % 2 == 0 else "assistant", line(rng)))
+                  for i in range(samples)]
         memory.flush()
+        cold_ms = _timed(lambda: memory.context("What did we say about the plan?"))
+        context_ms, search_ms, user_ms, embed_ms = [], [], [], []
         for _ in range(samples):
             question = f"What did we say about {rng.choice(VOCAB)} and {rng.choice(VOCAB)}?"
-            t = time.perf_counter()
-            memory.context(question)
-            context_ms.append((time.perf_counter() - t) * 1000)
-            t = time.perf_counter()
-            memory.search(question, k=10)
-            search_ms.append((time.perf_counter() - t) * 1000)
-            t = time.perf_counter()
-            memory.search(question, k=10, scope="user")
-            user_ms.append((time.perf_counter() - t) * 1000)
+            context_ms.append(_timed(lambda: memory.context(question)))
+            search_ms.append(_timed(lambda: memory.search(question, k=10)))
+            user_ms.append(_timed(lambda: memory.search(question, k=10, scope="user")))
+            if embedder is not None:
+                embed_ms.append(_timed(lambda: embedder.embed([question])))
         total = memory.journal.count_messages()
-    return {
-        "stored_messages": total, "vectors": vectors, "fill_s": round(fill_s, 1),
-        "add_ms_p50": round(statistics.median(add_ms), 2), "add_ms_p95": round(pct(add_ms, 0.95), 2),
-        "context_ms_p50": round(statistics.median(context_ms), 2), "context_ms_p95": round(pct(context_ms, 0.95), 2),
-        "search_ms_p50": round(statistics.median(search_ms), 2), "search_ms_p95": round(pct(search_ms, 0.95), 2),
-        "user_scope_search_ms_p50": round(statistics.median(user_ms), 2),
-        "max_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+    row: dict[str, Any] = {
+        "layout": layout, "size": size, "stored_messages": total, "vectors": vectors, "fill_s": round(fill_s, 1),
+        "samples": samples, "cold_context_ms": round(cold_ms, 2),
+    }
+    for name, values in (("add", add_ms), ("context", context_ms), ("search", search_ms),
+                         ("user_search", user_ms), ("embed", embed_ms)):
+        if values:
+            row[f"{name}_ms_p50"], row[f"{name}_ms_p95"] = _p(values)
+    if embed_ms:
+        row["user_search_over_embed"] = round(row["user_search_ms_p50"] / row["embed_ms_p50"], 2)
+    row.update({
+        "max_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),  # process peak so far
         "journal": "postgresql" if journal_url else "sqlite",
         "vectors_in": "chroma server" if chroma else "embedded chroma",
-    }
+    })
+    return row
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", default="1000,10000,100000")
-    parser.add_argument("--samples", type=int, default=200)
+    parser.add_argument("--sizes", default="1000,10000,100000", help="stored filler messages, comma-separated")
+    parser.add_argument("--layout", choices=LAYOUTS, default="one-session")
+    parser.add_argument("--per-session", type=int, default=100, help="filler messages per session (many-*)")
+    parser.add_argument("--samples", type=int, default=100)
     parser.add_argument("--no-vectors", action="store_true")
     parser.add_argument("--servers", action="store_true", help="PostgreSQL journal + Chroma server")
-    parser.add_argument("--json", default=None)
+    parser.add_argument("--out", default=None, help="OUT.json and OUT.png (default benchmarks/results/scale-LAYOUT)")
+    parser.add_argument("--plot-only", nargs="+", default=None, metavar="JSON",
+                        help="draw OUT.png from these JSON files (one line set each) and exit")
     args = parser.parse_args()
+    if args.per_session < 2 or args.per_session % 2:
+        parser.error(f"--per-session ({args.per_session}) must be an even number >= 2 (user/assistant turns)")
+    if args.plot_only:
+        out = Path(args.out or "benchmarks/results/scale")
+        plot({Path(f).stem: json.loads(Path(f).read_text()) for f in args.plot_only}, out.with_suffix(".png"))
+        return
+    out = Path(args.out or f"benchmarks/results/scale-{args.layout}{'-servers' if args.servers else ''}")
     if args.servers:
         import contextlib
         import sys
@@ -140,24 +194,57 @@ def main() -> None:
         with contextlib.ExitStack() as stack:
             url = stack.enter_context(postgres_server())
             host, port = stack.enter_context(chroma_server(Path(tempfile.mkdtemp(prefix="lt-chroma-"))))
-            run(args, url, f"http://{host}:{port}")
+            run(args, out, url, f"http://{host}:{port}")
     else:
-        run(args, None, None)
+        run(args, out, None, None)
 
 
-def run(args: argparse.Namespace, journal_url: str | None, chroma: str | None) -> None:
+def run(args: argparse.Namespace, out: Path, journal_url: str | None, chroma: str | None) -> None:
     rows = []
     print(json.dumps({"machine": f"{platform.machine()} {os.cpu_count()} cores, python {platform.python_version()}",
-                      "date": time.strftime("%Y-%m-%d")}))
+                      "date": time.strftime("%Y-%m-%d"), "layout": args.layout}))
+    out.parent.mkdir(parents=True, exist_ok=True)
     for size in (int(s) for s in args.sizes.split(",")):
         if journal_url:  # a fresh schema per size: drop what the previous size left
             _reset_postgres(journal_url)
-        row = measure(size, vectors=not args.no_vectors, samples=args.samples, journal_url=journal_url,
-                      chroma=chroma)
+        row = measure(size, vectors=not args.no_vectors, samples=args.samples, layout=args.layout,
+                      per_session=args.per_session, journal_url=journal_url, chroma=chroma)
         rows.append(row)
         print(json.dumps(row), flush=True)
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=2))
+        out.with_suffix(".json").write_text(json.dumps(rows, indent=2))  # what is done survives an interrupt
+    plot({out.name: rows}, out.with_suffix(".png"))
+
+
+def plot(runs: dict[str, list[dict[str, Any]]], path: Path) -> None:
+    """p50 (solid) and p95 (dashed) of context() and user-scope search() against stored messages."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 5))
+    colors = iter(plt.rcParams["axes.prop_cycle"].by_key()["color"] * 4)
+    for label, rows in runs.items():
+        x = [r["stored_messages"] for r in rows]
+        for metric, name in (("context", "context()"), ("user_search", "user-scope search()")):
+            color = next(colors)
+            ax.plot(x, [r[f"{metric}_ms_p50"] for r in rows], "o-", color=color, label=f"{label}: {name} p50")
+            ax.plot(x, [r[f"{metric}_ms_p95"] for r in rows], "x--", color=color, alpha=0.6,
+                    label=f"{label}: {name} p95")
+    embed = [r["embed_ms_p50"] for rows in runs.values() for r in rows if "embed_ms_p50" in r]
+    if embed:
+        ax.axhline(4 * statistics.median(embed), color="grey", linestyle=":", label="4x the embedder alone (p50)")
+    ax.axhline(TARGET_MS, color="red", linestyle=":", label=f"target p50 {TARGET_MS:g} ms")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("stored messages")
+    ax.set_ylabel("latency, ms")
+    ax.set_title("langmem-tiers: latency against stored messages (issue 15)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
 
 
 def _reset_postgres(url: str) -> None:

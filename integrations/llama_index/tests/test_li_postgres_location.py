@@ -19,7 +19,7 @@ from langmem_tiers.errors import JournalError
 from llama_index.core.base.llms.types import ChatMessage
 from tests.support.postgres import ENV_URL, find_bindir, postgres_server
 
-from llama_index.memory.langmem_tiers import TieredChatMemory
+from llama_index.memory.langmem_tiers import TieredChatMemory, TieredMemoryBlock
 
 PASSWORD = "s3cret-Pw"
 
@@ -106,3 +106,25 @@ def test_a_serialised_memory_without_a_password_source_raises_a_clear_error(pass
     restored = TieredChatMemory.from_dict(data, embed_model=False)
     with pytest.raises(JournalError, match="PGPASSWORD"):
         restored.get_all()
+
+
+@pytest.mark.usefixtures("no_pgpassword")
+def test_a_memory_block_keeps_the_password_out_of_its_dict(password_url: str) -> None:
+    session = f"s-{uuid.uuid4().hex[:8]}"
+    block = TieredMemoryBlock(path=password_url, vectors=False)
+    try:
+        block.memory_for(session).add("user", "Ada lives in Lisbon.")  # opened with the full URL
+        data = block.model_dump()
+    finally:
+        block.close()
+    assert data["path"] == _without_password(password_url)
+    assert PASSWORD not in repr(data)
+
+    restored = TieredMemoryBlock(**data)
+    with pytest.raises(JournalError, match="PGPASSWORD"):
+        restored.memory_for(session)
+    again = TieredMemoryBlock(**{**data, "path": password_url})
+    try:
+        assert [m.text for m in again.memory_for(session).messages()] == ["Ada lives in Lisbon."]
+    finally:
+        again.close()

@@ -15,7 +15,6 @@ import asyncio
 import dataclasses
 import datetime as dt
 import threading
-from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from llama_index.core.base.llms.types import ChatMessage
@@ -24,9 +23,9 @@ from llama_index.core.llms.llm import LLM
 from llama_index.core.memory.memory import BaseMemoryBlock
 
 from langmem_tiers import Context, MemoryConfig, Message, Namespace, RecallHit, TieredMemory, is_memory_message
-from langmem_tiers.errors import ConfigError
+from langmem_tiers.errors import ConfigError, JournalError
 from llama_index.memory.langmem_tiers.adapters import embedder_from_model, summarizer_from_llm
-from llama_index.memory.langmem_tiers.memory import aadd_chat_messages
+from llama_index.memory.langmem_tiers.memory import aadd_chat_messages, no_password_hint, split_password
 
 PINNED_HEADER = "Pinned facts:"
 SUMMARY_HEADER = "Summary of earlier conversation:"
@@ -43,6 +42,7 @@ class TieredMemoryBlock(BaseMemoryBlock[str]):
     With a ``user_id``, recall also reaches the user's other sessions
     (``MemoryConfig.recall_scope``, default ``"user"``), each hit dated and marked
     "another conversation"; never another user's.
+    A PostgreSQL ``path`` is kept and serialised without its password, as by ``TieredChatMemory``.
 
     Example:
         >>> import tempfile
@@ -69,6 +69,7 @@ class TieredMemoryBlock(BaseMemoryBlock[str]):
     _embedder: Any = PrivateAttr(default=None)
     _lock: Any = PrivateAttr(default_factory=threading.Lock)
     _last: Dict[str, Any] = PrivateAttr(default_factory=dict)
+    _dsn: Optional[str] = PrivateAttr(default=None)  # the URL with its password: never serialised
 
     def __init__(self, *, memory: Optional[TieredMemory] = None, llm: Optional[LLM] = None,
                  embed_model: Any = None, **data: Any) -> None:
@@ -77,11 +78,12 @@ class TieredMemoryBlock(BaseMemoryBlock[str]):
             data.setdefault("user_id", memory.namespace.user_id)
             data.setdefault("agent_id", memory.namespace.agent_id)
             data.setdefault("config", dataclasses.asdict(memory.config))
-            journal_path = getattr(memory.journal, "path", None)
-            data.setdefault("path", str(Path(journal_path).parent) if journal_path is not None else None)
+            data.setdefault("path", memory.location)  # never a password: see TieredChatMemory
         if embed_model is False:
             data["vectors"] = False
+        dsn = split_password(data)
         super().__init__(**data)
+        self._dsn = dsn
         self._summarizer = summarizer_from_llm(llm)
         self._embedder = embedder_from_model(embed_model) if embed_model is not False else None
         if memory is not None:
@@ -112,11 +114,14 @@ class TieredMemoryBlock(BaseMemoryBlock[str]):
             if memory is None:
                 if self.path is None:
                     raise ConfigError("TieredMemoryBlock needs path= (a folder for the journal) or memory=")
-                memory = TieredMemory.open(
-                    self.path, session_id=sid, user_id=self.user_id, agent_id=self.agent_id,
-                    config=MemoryConfig(**self.config) if self.config else None, summarizer=self._summarizer,
-                    embedder=self._embedder if self.vectors else False,
-                )
+                try:
+                    memory = TieredMemory.open(
+                        self._dsn or self.path, session_id=sid, user_id=self.user_id, agent_id=self.agent_id,
+                        config=MemoryConfig(**self.config) if self.config else None, summarizer=self._summarizer,
+                        embedder=self._embedder if self.vectors else False,
+                    )
+                except JournalError as e:
+                    raise no_password_hint(self.path, self._dsn, type(self).__name__, e) from e
                 self._memories[sid] = memory
         return memory
 

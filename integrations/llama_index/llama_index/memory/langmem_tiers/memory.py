@@ -99,11 +99,9 @@ class TieredChatMemory(BaseMemory):
             data.setdefault("vectors", memory.recall is not None and memory.recall.vectors)
         if embed_model is False:
             data["vectors"] = False
-        dsn = data.get("path")
-        if isinstance(dsn, (str, Path)) and _has_password(str(dsn)):
-            data["path"] = _without_password(str(dsn))
+        dsn = split_password(data)
         super().__init__(**data)
-        self._dsn = str(dsn) if isinstance(dsn, (str, Path)) and _has_password(str(dsn)) else None
+        self._dsn = dsn
         self._memory = memory
         self._summarizer = summarizer_from_llm(llm)
         self._embedder = embedder_from_model(embed_model) if embed_model is not False else None
@@ -220,14 +218,7 @@ class TieredChatMemory(BaseMemory):
                             else False,
                         )
                     except JournalError as e:
-                        if self._dsn is None and _is_postgres(self.path) and not os.environ.get("PGPASSWORD"):
-                            raise JournalError(
-                                f"cannot reopen the PostgreSQL journal {self.path}: a serialised "
-                                "TieredChatMemory keeps no password (by design), and none was found. Set "
-                                "PGPASSWORD (or ~/.pgpass), or pass the full URL: "
-                                f"TieredChatMemory.from_dict(data, path='postgresql://user:password@...') ({e})"
-                            ) from e
-                        raise
+                        raise no_password_hint(self.path, self._dsn, type(self).__name__, e) from e
                 memory = self._memory
         return memory
 
@@ -531,6 +522,28 @@ def _query(input: Any) -> Optional[str]:
     if isinstance(input, ChatMessage):
         input = input.content
     return input if isinstance(input, str) and input.strip() else None
+
+
+def split_password(data: Dict[str, Any]) -> Optional[str]:
+    """Take the password out of ``data["path"]`` (a PostgreSQL URL) and return the full URL, which the
+    caller keeps in memory only; ``None`` when the path holds no password."""
+    path = data.get("path")
+    if not isinstance(path, (str, Path)) or not _has_password(str(path)):
+        return None
+    data["path"] = _without_password(str(path))
+    return str(path)
+
+
+def no_password_hint(path: Optional[str], dsn: Optional[str], owner: str, error: JournalError) -> JournalError:
+    """The error to raise when opening ``path`` failed: a clear one when a serialised PostgreSQL URL lost
+    its password by design and libpq found none, else ``error`` itself."""
+    if dsn is not None or not _is_postgres(path) or os.environ.get("PGPASSWORD"):
+        return error
+    return JournalError(
+        f"cannot reopen the PostgreSQL journal {path}: a serialised {owner} keeps no password (by design), "
+        f"and none was found. Set PGPASSWORD (or ~/.pgpass), or pass the full URL: "
+        f"{owner}.from_dict(data, path='postgresql://user:password@...') ({error})"
+    )
 
 
 def _is_postgres(path: Optional[str]) -> bool:

@@ -291,7 +291,7 @@ class SumyRolling:
     def summarize(self, request: SummaryRequest) -> str:
         from sumy.models.dom import ObjectDocumentModel, Paragraph, Sentence
 
-        units = [line[2:] if line.startswith("- ") else line
+        units = [line.removeprefix("- ")
                  for line in request.previous_summary.splitlines() if line.strip()]
         for m in request.messages:
             units += [f"{m.name or m.role}: {s}" for s in split_sentences(m.text)]

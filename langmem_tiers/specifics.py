@@ -86,12 +86,14 @@ _CODE_NOUNS = {
     "code", "pin", "password", "passcode", "id", "number", "no", "locker", "room", "ticket", "order",
     "booking", "reference", "ref", "account", "flight", "gate", "seat", "extension", "ext", "plate", "serial",
 }
-_UNIT_SUFFIX = re.compile(r"^\d+(?:[.,]\d+)?(?:k|m|km|kg|g|mg|ml|l|cm|mm|c|f|h|hrs?|mins?|s|x|gb|mb|tb|%)$", re.I)
-_ORDINAL = re.compile(r"^\d{1,2}(?:st|nd|rd|th)$", re.I)
-_TIME = re.compile(r"^\d{1,2}(?::\d{2})?(?:am|pm)$|^\d{1,2}:\d{2}$", re.I)
+_UNIT_SUFFIX = re.compile(
+    r"^\d+(?:[.,]\d+)?(?:k|m|km|kg|g|mg|ml|l|cm|mm|c|f|h|hrs?|mins?|s|x|gb|mb|tb|%)$", re.IGNORECASE
+)
+_ORDINAL = re.compile(r"^\d{1,2}(?:st|nd|rd|th)$", re.IGNORECASE)
+_TIME = re.compile(r"^\d{1,2}(?::\d{2})?(?:am|pm)$|^\d{1,2}:\d{2}$", re.IGNORECASE)
 _NUMERIC_DATE = re.compile(r"^\d{1,4}[/.-]\d{1,2}(?:[/.-]\d{1,4})?$")
 _YEAR = re.compile(r"^(?:19|20)\d{2}s?$")
-_EMAIL_OR_URL = re.compile(r"^[\w.+-]+@[\w-]+\.[\w.]+$|^(?:https?://|www\.)\S+$", re.I)
+_EMAIL_OR_URL = re.compile(r"^[\w.+-]+@[\w-]+\.[\w.]+$|^(?:https?://|www\.)\S+$", re.IGNORECASE)
 _CURRENCY = re.compile(r"^[$€£¥]\d")
 # Chat acronyms and interjections written in capitals that are not names.
 _NOT_NAMES = {"ok", "okay", "lol", "omg", "btw", "fyi", "asap", "tbh", "imo", "imho", "idk", "thx", "ps", "hmm"}
@@ -100,7 +102,7 @@ _RELATIVE_DATE = re.compile(
     r"thursday|friday|saturday|sunday)|this (?:weekend|monday|tuesday|wednesday|thursday|friday|saturday|sunday)|"
     r"in (?:\d+|two|three|four|five|six|ten) (?:days|weeks|months|years))\b"
 )
-_NAMED = re.compile(r"\b(?:called|named|name is|name's|nicknamed)\s+([A-Za-z][\w'-]*)", re.I)
+_NAMED = re.compile(r"\b(?:called|named|name is|name's|nicknamed)\s+([A-Za-z][\w'-]*)", re.IGNORECASE)
 
 _FIRST_PERSON = re.compile(r"\b(?:i|i'm|i've|i'll|i'd|me|my|mine|myself|we|we're|we've|we'll|our|ours|us)\b")
 _KIN = (

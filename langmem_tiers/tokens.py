@@ -225,13 +225,13 @@ def _load_encoding(name: str, download: bool, mirror: str | None, timeout: float
     )
     try:
         return tiktoken.Encoding(**fetch())
-    except _DownloadFailed as e:
+    except _DownloadFailedError as e:
         raise TokenizerUnavailableError(
             f"the tiktoken encoding {name!r} is not on this machine and its download failed ({e}). {fix}"
         ) from e
 
 
-class _DownloadFailed(Exception):
+class _DownloadFailedError(Exception):
     pass
 
 
@@ -257,17 +257,17 @@ def _download_bpe_loader(name: str, mirror: str | None, timeout: float) -> Calla
 
         source = mirror.rstrip("/") + "/" + url.rsplit("/", 1)[-1] if mirror else url
         if (name, source) in _FAILED:
-            raise _DownloadFailed(f"{source}: {_FAILED[name, source]}; not retried in this process")
+            raise _DownloadFailedError(f"{source}: {_FAILED[name, source]}; not retried in this process")
         try:
             data = _fetch(source, timeout)
             if expected_hash is not None and not check_hash(data, expected_hash):
-                raise _DownloadFailed(f"{source} did not match tiktoken's sha256 {expected_hash}")
-        except _DownloadFailed as e:
+                raise _DownloadFailedError(f"{source} did not match tiktoken's sha256 {expected_hash}")
+        except _DownloadFailedError as e:
             _FAILED[name, source] = str(e)
             raise
         except OSError as e:  # refused, unreachable, DNS, timeout, HTTP error status
             _FAILED[name, source] = f"{type(e).__name__}: {e}"
-            raise _DownloadFailed(f"{source}: {_FAILED[name, source]}") from e
+            raise _DownloadFailedError(f"{source}: {_FAILED[name, source]}") from e
         # Cached under the sha1 of tiktoken's own URL, where tiktoken and the local loader look.
         _save_to_cache(hashlib.sha1(url.encode()).hexdigest(), data)
         return _parse_bpe(data)
@@ -279,7 +279,7 @@ def _fetch(url: str, timeout: float) -> bytes:
     import urllib.request
 
     if not url.startswith(("http://", "https://")):
-        raise _DownloadFailed(f"{url} is not an http(s) URL")
+        raise _DownloadFailedError(f"{url} is not an http(s) URL")
     log.info("downloading the tokenizer file %s (once; cached for later runs)", url)
     with urllib.request.urlopen(url, timeout=timeout) as response:
         data: bytes = response.read()

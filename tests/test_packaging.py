@@ -40,7 +40,7 @@ def readme_block(readme: Path, heading: str) -> str:
     """The first python block of the README section under ``heading``."""
     text = readme.read_text(encoding="utf-8")
     section = text.split(f"\n{heading}\n", 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"```python\n(.*?)```", section, flags=re.S)[0]
+    return re.findall(r"```python\n(.*?)```", section, flags=re.DOTALL)[0]
 
 
 @pytest.fixture(scope="module")

@@ -181,7 +181,7 @@ def cmd_remember(args: argparse.Namespace) -> int:
 
 
 def cmd_forget(args: argparse.Namespace) -> int:
-    target: int | str = args.scope if args.scope else _record_id(args.record)
+    target: int | str = args.scope or _record_id(args.record)
     with _memory(args) as memory:
         print(f"removed {memory.forget(target)} records")
     return 0

@@ -14,7 +14,7 @@ from starlette.staticfiles import StaticFiles
 
 from langmem_tiers.errors import LangmemTiersError
 from langmem_tiers.inspector.api import Api, ApiError
-from langmem_tiers.inspector.deployment import Deployment, NotFound, OutOfScope
+from langmem_tiers.inspector.deployment import Deployment, OutOfScopeError, SessionNotFoundError
 from langmem_tiers.inspector.guard import Guard
 from langmem_tiers.inspector.openapi import schema
 from langmem_tiers.inspector.pages import Pages
@@ -64,9 +64,9 @@ def create_app(settings: InspectorSettings, deployment: Deployment) -> Starlette
         return _error(request, exc.status, exc.code, str(exc))
 
     async def memory_error(request: Request, exc: Exception) -> Response:
-        if isinstance(exc, NotFound):
+        if isinstance(exc, SessionNotFoundError):
             return _error(request, 404, "not_found", str(exc))
-        if isinstance(exc, OutOfScope):
+        if isinstance(exc, OutOfScopeError):
             return _error(request, 403, "out_of_scope", str(exc))
         if isinstance(exc, ValueError):  # ConfigError, InvalidMessageError, InvalidNamespaceError
             return _error(request, 400, type(exc).__name__, str(exc))

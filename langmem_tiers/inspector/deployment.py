@@ -20,11 +20,11 @@ from langmem_tiers.memory import TieredMemory
 ROOT_SESSION = "langmem-tiers-inspector"
 
 
-class NotFound(LangmemTiersError, LookupError):
+class SessionNotFoundError(LangmemTiersError, LookupError):
     """A session the server does not hold (or may not show under ``--user``)."""
 
 
-class OutOfScope(LangmemTiersError, PermissionError):
+class OutOfScopeError(LangmemTiersError, PermissionError):
     """A request for another user's data on a server restricted with ``--user``."""
 
 
@@ -73,7 +73,7 @@ class Deployment:
             if user is None:
                 user = self.settings.user
             elif user != self.settings.user:
-                raise OutOfScope(f"this server is restricted to user {self.settings.user!r} (--user); "
+                raise OutOfScopeError(f"this server is restricted to user {self.settings.user!r} (--user); "
                                  f"user {user!r} is out of its scope")
         return Namespace.of(session_id, user, agent_id)
 
@@ -89,13 +89,13 @@ class Deployment:
         if ns.session_id == ROOT_SESSION and not ns.agent_id:
             raise ConfigError(f"session id {ROOT_SESSION!r} is reserved by the inspector")
         if self.settings.user is not None and ns.user_id != self.settings.user:
-            raise OutOfScope(f"this server is restricted to user {self.settings.user!r} (--user)")
+            raise OutOfScopeError(f"this server is restricted to user {self.settings.user!r} (--user)")
         with self._lock:
             handle = self._handles.get(ns)
         if handle is not None:
             return handle
         if not create and not self.exists(ns):
-            raise NotFound(f"no session {ns.session_id!r} (user {ns.user_id or '-'!r}, agent "
+            raise SessionNotFoundError(f"no session {ns.session_id!r} (user {ns.user_id or '-'!r}, agent "
                            f"{ns.agent_id or '-'!r}) in this memory")
         with self._lock:
             handle = self._handles.get(ns)

@@ -14,7 +14,7 @@ _SESSION = {
 }
 _ERROR = {"description": "the request breaks a rule; the message names it",
           "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
-_ERRORS = {code: _ERROR for code in ("400", "401", "403", "404", "413", "415")}
+_ERRORS = dict.fromkeys(("400", "401", "403", "404", "413", "415"), _ERROR)
 
 
 def _post(summary: str, properties: dict[str, Any], required: list[str], result: dict[str, Any]) -> dict[str, Any]:

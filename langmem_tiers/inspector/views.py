@@ -210,9 +210,9 @@ def render_plot(points: list[tuple[str, int]], width: int = 720, height: int = 1
     pad_left, pad_bottom, pad_top = 48, 22, 20
     plot_w, plot_h = width - pad_left - 8, height - pad_bottom - pad_top
     bar_w = plot_w / buckets
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+    parts = [(f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
              f'viewBox="0 0 {width} {height}" role="img" aria-label="tokens per tier over the conversation" '
-             'font-family="sans-serif" font-size="11">',
+             'font-family="sans-serif" font-size="11">'),
              f'<rect width="{width}" height="{height}" fill="#ffffff"/>']
     for tick in (0, 0.5, 1):
         y = pad_top + plot_h * (1 - tick)

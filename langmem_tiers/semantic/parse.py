@@ -58,8 +58,8 @@ class ParsedReply:
     problems: tuple[str, ...] = ()
 
 
-_FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.I)
-_SUMMARY_FIELD = re.compile(r'"summary"\s*:\s*"((?:[^"\\]|\\.)*)"', re.S)
+_FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.IGNORECASE)
+_SUMMARY_FIELD = re.compile(r'"summary"\s*:\s*"((?:[^"\\]|\\.)*)"', re.DOTALL)
 
 
 def parse_reply(content: str, message_ids: Sequence[int]) -> ParsedReply:

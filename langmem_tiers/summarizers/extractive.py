@@ -176,7 +176,7 @@ def _parse_summary(summary: str) -> list[_Entry]:
             day = match.group(1) or day
             speaker, body = match.group(2).strip(), match.group(3)
         else:
-            speaker, body = None, line[2:] if line.startswith("- ") else line
+            speaker, body = None, line.removeprefix("- ")
         for sentence in split_sentences(body):
             for piece in _PIECES.split(sentence):
                 if piece.strip():

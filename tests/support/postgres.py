@@ -42,7 +42,7 @@ NO_BINARIES = (
 )
 
 
-class PostgresUnavailable(RuntimeError):
+class PostgresUnavailableError(RuntimeError):
     """No PostgreSQL server binaries are installed here."""
 
 
@@ -98,12 +98,12 @@ def postgres_server(database: str | None = None) -> Iterator[str]:
     """Start a temporary server and yield ``postgresql://postgres@127.0.0.1:PORT/DB``.
 
     Raises:
-        PostgresUnavailable: no initdb/pg_ctl installed.
+        PostgresUnavailableError: no initdb/pg_ctl installed.
         RuntimeError: initdb or the server failed (the message carries their output).
     """
     bindir = find_bindir()
     if bindir is None:
-        raise PostgresUnavailable(NO_BINARIES)
+        raise PostgresUnavailableError(NO_BINARIES)
     prefix = _as_server_user()
     root = Path(tempfile.mkdtemp(prefix="langmem-pg-"))
     data, sockets, log = root / "data", root / "sock", root / "server.log"

@@ -8,7 +8,8 @@ Everything else (message and record inserts, the session state, cursors and summ
 versions, record deletion, the outbox queue and its leases, erasure bookkeeping) is here,
 with the write and read transactions the memory runs (:class:`SqlWrite`, :class:`SqlRead`).
 The backends keep what really differs: connections, transactions and locking, migrations'
-DDL, keyword search (FTS5 bm25 / tsvector ``ts_rank_cd``), physical erasure.
+DDL, keyword search (FTS5 bm25; PostgreSQL tsvector matches ranked by the same bm25, ``BM25_SQL``),
+physical erasure.
 
 Hand-written SQL, not SQLAlchemy Core, by measurement (``benchmarks/sql_layer_cost.py``,
 1000 operations per side, the statements of one ``add()`` and one ``context()`` on the

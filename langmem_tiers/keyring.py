@@ -106,6 +106,7 @@ class FolderKeyRing:
         return found
 
     def key(self, subject: str, *, create: bool) -> bytes | None:
+        """The subject's 32-byte key; a new one when missing and ``create``, else ``None``."""
         path = self.path(subject)
         with self._lock:
             found = self._read(subject, path)
@@ -115,9 +116,11 @@ class FolderKeyRing:
             return self._read(subject, path)
 
     def exists(self, subject: str) -> bool:
+        """Whether the subject has a key file (``False`` after :meth:`destroy`)."""
         return self.path(subject).exists()
 
     def destroy(self, subject: str) -> bool:
+        """Overwrite, fsync and unlink the subject's key file; ``True`` when a key existed."""
         path = self.path(subject)
         with self._lock:
             self._cache.pop(subject, None)

@@ -36,6 +36,7 @@ class ToolCall:
     arguments: str = "{}"
 
     def to_dict(self) -> dict[str, Any]:
+        """The call as a JSON-ready dict (``id``, ``name``, ``arguments``)."""
         return {"id": self.id, "name": self.name, "arguments": self.arguments}
 
 
@@ -64,8 +65,7 @@ class Message:
     def text(self) -> str:
         """Plain text of the message: text parts, image captions, tool calls."""
         pieces = [content_text(self.content)] if self.content else []
-        for call in self.tool_calls:
-            pieces.append(f"{call.name}({call.arguments})")
+        pieces.extend(f"{call.name}({call.arguments})" for call in self.tool_calls)
         return "\n".join(p for p in pieces if p)
 
     def to_dict(self) -> dict[str, Any]:

@@ -108,6 +108,7 @@ class MemoryMetrics:
             self._expired += erased
 
     def snapshot(self) -> MetricsSnapshot:
+        """The figures so far, read under one lock (see :class:`MetricsSnapshot`)."""
         with self._lock:
             calls, recent = self._calls, list(self._recent)
             tokens = {

@@ -418,8 +418,7 @@ def _entities(sentence: str) -> list[Evidence]:
         in_name = kind in ("name", "place")
         if kind:
             found.append(Evidence(kind, word))
-    for match in _RELATIVE_DATE.finditer(sentence.lower()):
-        found.append(Evidence("date", match.group(0)))
+    found.extend(Evidence("date", match.group(0)) for match in _RELATIVE_DATE.finditer(sentence.lower()))
     for match in _NAMED.finditer(sentence):
         if not any(e.text == match.group(1) for e in found):
             found.append(Evidence("name", match.group(1)))

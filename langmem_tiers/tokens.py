@@ -49,9 +49,13 @@ class TokenCounter(Protocol):
 
     key: str
 
-    def count_text(self, text: str) -> int: ...
+    def count_text(self, text: str) -> int:
+        """Tokens in a plain string."""
+        ...
 
-    def count_message(self, message: Message) -> int: ...
+    def count_message(self, message: Message) -> int:
+        """Tokens one message costs in a prompt, framing included."""
+        ...
 
 
 def encoding_for_model(model: str | None) -> str:
@@ -76,12 +80,15 @@ class TiktokenCounter:
 
     @classmethod
     def for_model(cls, model: str | None = None, *, encoding: str | None = None) -> TiktokenCounter:
+        """The counter for a chat model's encoding (or ``encoding`` when given), loaded by :func:`load_encoding`."""
         return cls(load_encoding(encoding or encoding_for_model(model)))
 
     def count_text(self, text: str) -> int:
+        """Tokens in a plain string (special tokens counted as text)."""
         return len(self._encoding.encode(text, disallowed_special=()))
 
     def count_message(self, message: Message) -> int:
+        """Tokens one message costs in an OpenAI chat prompt, framing included."""
         return count_message(message, self.count_text)
 
 
@@ -91,9 +98,11 @@ class WordCounter:
     key = "words:v1"
 
     def count_text(self, text: str) -> int:
+        """Whitespace-separated words in a string."""
         return len(text.split())
 
     def count_message(self, message: Message) -> int:
+        """Words of one message plus the OpenAI framing overhead."""
         return count_message(message, self.count_text)
 
 

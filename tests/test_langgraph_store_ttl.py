@@ -215,7 +215,7 @@ def test_the_sweep_erases_expired_items_with_history_and_vectors(tmp_path: Path,
         assert [r.id for r in journal.records(kept)] == kept
         assert recall.store.get([recall.vector_id(i) for i in doomed]) == []
         assert len(recall.store.get([recall.vector_id(i) for i in kept])) == 1
-        assert not [h for h in journal.keyword_search("5521 7734", [ns_id], 10)]
+        assert not journal.keyword_search("5521 7734", [ns_id], 10)
         assert store.memory.stats().index_pending == 0
         # sweep_ttl() erases on demand and says how many items went.
         store.put(NS, "otp", {"content": "one-time password 8812"}, ttl=1)

@@ -63,11 +63,7 @@ def namespace_where(user_id: str, agent_id: str, session_id: str | None, scope: 
 
 
 def _fill(store: ChromaStore) -> list[tuple[str, str, str, str]]:
-    rows = []
-    for u in USERS:
-        for a in AGENTS:
-            for s in SESSIONS:
-                rows.append((f"{u}|{a}|{s}|row", u, a, s))
+    rows = [(f"{u}|{a}|{s}|row", u, a, s) for u in USERS for a in AGENTS for s in SESSIONS]
     # Every row has the same vector, so only the filter can separate namespaces.
     store.upsert(
         [r[0] for r in rows],

@@ -251,6 +251,8 @@ class NewRecord:
 
 @dataclass(frozen=True, slots=True)
 class KeywordHit:
+    """One keyword match: the record, its rank (1 is best) and the engine's relevance score (higher is better)."""
+
     record_id: int
     rank: int
     score: float
@@ -286,6 +288,7 @@ class Scope:
         return "session" if self.namespace.anonymous else self.kind
 
     def matches(self, ns: Namespace) -> bool:
+        """Whether this scope may see ``ns``."""
         own = self.namespace
         kind = self.effective_kind
         if kind == "session":
@@ -300,7 +303,9 @@ class WriteTxn(Protocol):
 
     ns_id: int
 
-    def state(self) -> SessionState: ...
+    def state(self) -> SessionState:
+        """The session's cursors, summary and failure state."""
+        ...
 
     def insert_messages(self, messages: Sequence[Message], tokens: Sequence[int], tokens_key: str) -> list[Message]:
         """Append messages (with their ``key``, unique per session when set); returns them with ids."""
@@ -310,24 +315,38 @@ class WriteTxn(Protocol):
         """The messages of this session stored under these idempotency keys (absent keys are left out)."""
         ...
 
-    def window_entries(self, start: int) -> list[WindowEntry]: ...
+    def window_entries(self, start: int) -> list[WindowEntry]:
+        """Id, role and token count of the session's messages from id ``start`` on, in id order."""
+        ...
 
-    def messages_between(self, after: int, before: int) -> list[Message]: ...
+    def messages_between(self, after: int, before: int) -> list[Message]:
+        """The session's messages with ``after`` < id < ``before``, in id order."""
+        ...
 
-    def open_tool_calls(self, since: int) -> set[str]: ...
+    def open_tool_calls(self, since: int) -> set[str]:
+        """Ids of the tool calls that the session's messages from id ``since`` on asked for."""
+        ...
 
-    def set_window_start(self, window_start: int) -> None: ...
+    def set_window_start(self, window_start: int) -> None:
+        """Move the start of the window: messages before it wait for the summary."""
+        ...
 
     def set_summary(self, summary: str, tokens: int, cursor: int, history: int = DEFAULT_SUMMARY_HISTORY) -> None:
         """Save the current summary and, when ``history`` > 0, keep it as a version: the newest
         ``history`` versions of the session are kept, older ones deleted (0 keeps none)."""
         ...
 
-    def set_failure(self, error: str | None, failures: int, retry_at: float) -> None: ...
+    def set_failure(self, error: str | None, failures: int, retry_at: float) -> None:
+        """Record the summarizer's last error (``None`` clears it), its failure count and when to retry."""
+        ...
 
-    def insert_records(self, records: Sequence[NewRecord]) -> list[int]: ...
+    def insert_records(self, records: Sequence[NewRecord]) -> list[int]:
+        """Insert recall records of this session and queue their upserts; their ids."""
+        ...
 
-    def update_tokens(self, ids_tokens: Sequence[tuple[int, int]], tokens_key: str) -> None: ...
+    def update_tokens(self, ids_tokens: Sequence[tuple[int, int]], tokens_key: str) -> None:
+        """Store recounted token counts ``(message id, tokens)`` made by the counter ``tokens_key``."""
+        ...
 
     def current_memories(self, ns_ids: Sequence[int]) -> list[Record]:
         """Memories (every kind but "turn") of these namespaces that nothing superseded, by id."""
@@ -349,9 +368,13 @@ class ReadTxn(Protocol):
         """The session's cursors and ``version`` (one indexed read); ``SessionState()`` for an erased id."""
         ...
 
-    def window_messages(self, ns_id: int, start: int) -> list[tuple[Message, int, str]]: ...
+    def window_messages(self, ns_id: int, start: int) -> list[tuple[Message, int, str]]:
+        """The session's messages from id ``start`` on, each with its cached token count and counter key."""
+        ...
 
-    def count_between(self, ns_id: int, after: int, before: int) -> int: ...
+    def count_between(self, ns_id: int, after: int, before: int) -> int:
+        """How many messages of the session have ``after`` < id < ``before``."""
+        ...
 
 
 class Journal(Protocol):
@@ -364,7 +387,9 @@ class Journal(Protocol):
 
     url: str
 
-    def namespace_id(self, ns: Namespace, create: bool = True) -> int | None: ...
+    def namespace_id(self, ns: Namespace, create: bool = True) -> int | None:
+        """The namespace's id; created (with its session state) when missing unless ``create`` is False."""
+        ...
 
     def write(self, ns_id: int) -> AbstractContextManager[WriteTxn]:
         """A serialized write transaction of one session.
@@ -374,19 +399,29 @@ class Journal(Protocol):
         """
         ...
 
-    def read(self) -> AbstractContextManager[ReadTxn]: ...
+    def read(self) -> AbstractContextManager[ReadTxn]:
+        """Reads from one consistent snapshot."""
+        ...
 
-    def iter_messages(self, ns_id: int, after: int = 0, batch: int = 500) -> Iterator[Message]: ...
+    def iter_messages(self, ns_id: int, after: int = 0, batch: int = 500) -> Iterator[Message]:
+        """The session's messages after ``after``, in id order, read ``batch`` at a time."""
+        ...
 
-    def count_messages(self, ns_id: int | None = None) -> int: ...
+    def count_messages(self, ns_id: int | None = None) -> int:
+        """How many messages the session holds (the whole journal when ``ns_id`` is None)."""
+        ...
 
     def outbox_error(self, ns_ids: Sequence[int] | None = None) -> str | None:
         """One last indexing error still pending, of these namespaces only when given."""
         ...
 
-    def namespaces(self, scope: Scope | None = None) -> list[tuple[int, Namespace]]: ...
+    def namespaces(self, scope: Scope | None = None) -> list[tuple[int, Namespace]]:
+        """Namespaces a scope may see (every one without a scope), with their ids."""
+        ...
 
-    def clear_session(self, ns_id: int, keep_memories: bool = False) -> list[int]: ...
+    def clear_session(self, ns_id: int, keep_memories: bool = False) -> list[int]:
+        """Delete a session's messages, summary and records (memories kept when asked); the record ids removed."""
+        ...
 
     def erase_messages(self, ns_id: int, message_ids: Sequence[int]) -> list[int]:
         """Erase messages of a session, the records made from them, and every summary that covered them.
@@ -401,27 +436,45 @@ class Journal(Protocol):
         """The session's saved summary versions, newest first (at most ``limit``)."""
         ...
 
-    def delete_namespaces(self, ns_ids: Sequence[int]) -> list[int]: ...
+    def delete_namespaces(self, ns_ids: Sequence[int]) -> list[int]:
+        """Delete namespaces with everything they hold; the record ids removed."""
+        ...
 
     # --- recall records, keyword index and outbox ---
 
-    def records(self, ids: Sequence[int]) -> list[Record]: ...
+    def records(self, ids: Sequence[int]) -> list[Record]:
+        """Records by id, in id order (ids that do not exist are left out)."""
+        ...
 
-    def count_records(self, ns_id: int) -> int: ...
+    def count_records(self, ns_id: int) -> int:
+        """How many recall records the session has."""
+        ...
 
-    def record_stats(self, ns_id: int) -> tuple[int, int]: ...
+    def record_stats(self, ns_id: int) -> tuple[int, int]:
+        """How many records a session has, and its largest record id (0 when none)."""
+        ...
 
-    def record_ids(self, ns_id: int, after: int = 0) -> list[int]: ...
+    def record_ids(self, ns_id: int, after: int = 0) -> list[int]:
+        """Ids of the session's records after ``after``, in id order."""
+        ...
 
     def scoped_records(self, ns_ids: Sequence[int], kinds: Sequence[str] | None = None,
-                       pinned_only: bool = False) -> list[Record]: ...
+                       pinned_only: bool = False) -> list[Record]:
+        """Records of these namespaces (of these kinds, pinned ones only when asked), in id order."""
+        ...
 
     def keyword_search(self, query: str, ns_ids: Sequence[int], k: int,
-                       kinds: Sequence[str] | None = None) -> list[KeywordHit]: ...
+                       kinds: Sequence[str] | None = None) -> list[KeywordHit]:
+        """The ``k`` best keyword matches for any word of ``query`` among these namespaces' records, best first."""
+        ...
 
-    def add_records(self, ns_id: int, records: Sequence[NewRecord]) -> list[int]: ...
+    def add_records(self, ns_id: int, records: Sequence[NewRecord]) -> list[int]:
+        """Insert records of one session; their ids. Raises SessionErasedError when it was erased."""
+        ...
 
-    def delete_records(self, ids: Sequence[int]) -> int: ...
+    def delete_records(self, ids: Sequence[int]) -> int:
+        """Delete records (their links too) and queue their deletes from the vector store; how many existed."""
+        ...
 
     def update_record(self, record_id: int, *, text: str | None = None, importance: float | None = None,
                       message_ids: tuple[int, ...] | None = None,
@@ -454,11 +507,17 @@ class Journal(Protocol):
         """Records of these namespaces whose upsert is still in the outbox (the newest ``limit``, by id)."""
         ...
 
-    def requeue_all(self) -> int: ...
+    def requeue_all(self) -> int:
+        """Queue every record for upsert afresh (``reindex``); the number of pending items."""
+        ...
 
-    def links(self, record_ids: Sequence[int]) -> list[tuple[int, int, str, float]]: ...
+    def links(self, record_ids: Sequence[int]) -> list[tuple[int, int, str, float]]:
+        """Links ``(a, b, relation, strength)`` that touch any of these records."""
+        ...
 
-    def add_link(self, a: int, b: int, relation: str, strength: float) -> None: ...
+    def add_link(self, a: int, b: int, relation: str, strength: float) -> None:
+        """Link two records (a link already there takes the new strength)."""
+        ...
 
     def compact(self) -> bool:
         """Make deleted data physically go where the engine allows; True when nothing blocked it.
@@ -472,7 +531,9 @@ class Journal(Protocol):
         """How many copies of each needle the journal still holds (see each backend for what is scanned)."""
         ...
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Release the connections; the journal is unusable after."""
+        ...
 
 
 def provenance_after_erasure(

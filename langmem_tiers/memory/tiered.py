@@ -189,6 +189,7 @@ class TieredMemory:
         return self.add_messages([writes.build(self, role, content, fields)])[0]
 
     async def aadd(self, role: str, content: Any = "", **fields: Any) -> Message:
+        """Async :meth:`add`."""
         return (await self.aadd_messages([writes.build(self, role, content, fields)]))[0]
 
     def add_messages(self, messages: Iterable[Message | Mapping[str, Any]]) -> list[Message]:
@@ -196,6 +197,7 @@ class TieredMemory:
         return self._drivers.run_sync(self._add_flow(writes.validate(self, messages)))
 
     async def aadd_messages(self, messages: Iterable[Message | Mapping[str, Any]]) -> list[Message]:
+        """Async :meth:`add_messages`."""
         return await self._drivers.run_async(self._add_flow(writes.validate(self, messages)))
 
     def _add_flow(self, messages: list[Message]) -> Flow[list[Message]]:
@@ -224,6 +226,7 @@ class TieredMemory:
         self._drivers.run_sync(summary_schedule.flush_flow(self))
 
     async def aflush(self) -> None:
+        """Async :meth:`flush`."""
         await self._drivers.run_async(summary_schedule.flush_flow(self))
 
     def index_soon(self) -> None:
@@ -246,6 +249,7 @@ class TieredMemory:
         return self._drivers.run_sync(context_flow.context_flow(self, query, budget))
 
     async def acontext(self, query: str | None = None, budget: int | None = None) -> Context:
+        """Async :meth:`context`."""
         self._check_open()
         return await self._drivers.run_async(context_flow.context_flow(self, query, budget))
 
@@ -255,6 +259,7 @@ class TieredMemory:
         return list(self.journal.iter_messages(self._ns_id))
 
     def iter_messages(self) -> Iterator[Message]:
+        """Every message of this session, oldest first, read lazily in batches (:meth:`messages` as a stream)."""
         self._check_open()
         return self.journal.iter_messages(self._ns_id)
 
@@ -273,6 +278,7 @@ class TieredMemory:
 
     @property
     def summary(self) -> str:
+        """The session's current rolling summary ("" before the first fold)."""
         with self.journal.read() as rx:
             return rx.state(self._ns_id).summary
 
@@ -287,9 +293,11 @@ class TieredMemory:
         return self._drivers.run_sync(reads.summary_history_flow(self, limit))
 
     async def asummary_history(self, limit: int | None = None) -> list[SummaryVersion]:
+        """Async :meth:`summary_history`."""
         return await self._drivers.run_async(reads.summary_history_flow(self, limit))
 
     def stats(self) -> Stats:
+        """A snapshot of this session's tiers (see :class:`Stats`)."""
         return session_stats(self)
 
     def messages_page(self, after: int = 0, limit: int = 100) -> list[Message]:
@@ -328,6 +336,7 @@ class TieredMemory:
     async def asearch(self, query: str, k: int = 5, *, scope: str = "session", kinds: Sequence[str] | None = None,
                       where: Mapping[str, Any] | None = None, since: float | None = None,
                       until: float | None = None, expand: bool = False) -> list[RecallHit]:
+        """Async :meth:`search`."""
         return await self._drivers.run_async(
             reads.search_flow(self, query, k, scope, kinds, where, since, until, expand))
 
@@ -349,6 +358,7 @@ class TieredMemory:
         return self._drivers.run_sync(writes.remember_flow(self, record))
 
     async def aremember(self, text: str, kind: str = "fact", **options: Any) -> int:
+        """Async :meth:`remember`."""
         # remember()'s own signature checks the options and fills their defaults (one source of both).
         call = inspect.signature(TieredMemory.remember).bind(self, text, kind, **options)
         call.apply_defaults()
@@ -375,6 +385,7 @@ class TieredMemory:
     async def afacts(self, include_superseded: bool = False, kinds: Sequence[str] | None = None, *,
                      where: Mapping[str, Any] | None = None, since: float | None = None,
                      until: float | None = None) -> list[Fact]:
+        """Async :meth:`facts`."""
         return await self._drivers.run_async(reads.facts_flow(self, include_superseded, kinds, where, since, until))
 
     # --- typed memories (langmem_tiers.memory_types) ----------------------------
@@ -386,6 +397,7 @@ class TieredMemory:
         return self._drivers.run_sync(typed.expire_flow(self, record_id, ttl))
 
     async def aexpire(self, record_id: int, ttl: float | None) -> bool:
+        """Async :meth:`expire`."""
         return await self._drivers.run_async(typed.expire_flow(self, record_id, ttl))
 
     def skills_for(self, situation: str, k: int = 3) -> list[RecallHit]:
@@ -395,6 +407,7 @@ class TieredMemory:
         return self._drivers.run_sync(typed.skills_flow(self, situation, k))
 
     async def askills_for(self, situation: str, k: int = 3) -> list[RecallHit]:
+        """Async :meth:`skills_for`."""
         return await self._drivers.run_async(typed.skills_flow(self, situation, k))
 
     def record_outcome(self, record_id: int, success: bool) -> None:
@@ -406,6 +419,7 @@ class TieredMemory:
         self._drivers.run_sync(typed.outcome_flow(self, record_id, success))
 
     async def arecord_outcome(self, record_id: int, success: bool) -> None:
+        """Async :meth:`record_outcome`."""
         await self._drivers.run_async(typed.outcome_flow(self, record_id, success))
 
     def record_event(self, event_type: str, description: str, outcome: str | None = None,
@@ -420,6 +434,7 @@ class TieredMemory:
 
     async def arecord_event(self, event_type: str, description: str, outcome: str | None = None,
                             at: float | None = None, *, importance: float = 0.5, ttl: float | None = None) -> int:
+        """Async :meth:`record_event`."""
         record = typed.event(self, event_type, description, outcome, at, importance, ttl)
         return await self._drivers.run_async(writes.remember_flow(self, record))
 
@@ -438,6 +453,7 @@ class TieredMemory:
         return self._drivers.run_sync(management.pin_flow(self, record_id, pinned))
 
     async def apin(self, record_id: int, pinned: bool = True) -> bool:
+        """Async :meth:`pin`."""
         return await self._drivers.run_async(management.pin_flow(self, record_id, pinned))
 
     # --- management -----------------------------------------------------------
@@ -447,6 +463,7 @@ class TieredMemory:
         return self._drivers.run_sync(management.reindex_flow(self))
 
     async def areindex(self) -> int:
+        """Async :meth:`reindex`."""
         return await self._drivers.run_async(management.reindex_flow(self))
 
     def forget(self, target: int | str, *, physical: bool = False) -> int:
@@ -467,6 +484,7 @@ class TieredMemory:
         return self._drivers.run_sync(management.forget_flow(self, target, physical))
 
     async def aforget(self, target: int | str, *, physical: bool = False) -> int:
+        """Async :meth:`forget`."""
         return await self._drivers.run_async(management.forget_flow(self, target, physical))
 
     def compact(self) -> None:
@@ -475,6 +493,7 @@ class TieredMemory:
         self._drivers.run_sync(management.compact_flow(self))
 
     async def acompact(self) -> None:
+        """Async :meth:`compact`."""
         await self._drivers.run_async(management.compact_flow(self))
 
     def erase_report(self, texts: Sequence[str]) -> EraseReport:
@@ -494,6 +513,7 @@ class TieredMemory:
     async def acleanup(self, *, max_age: float | None = None, min_importance: float | None = None,
                        kinds: Sequence[str] | None = None, dry_run: bool = True,
                        expired: bool = True) -> list[RecallHit]:
+        """Async :meth:`cleanup`."""
         return await self._drivers.run_async(
             management.cleanup_flow(self, max_age, min_importance, kinds, dry_run, expired))
 
@@ -506,6 +526,7 @@ class TieredMemory:
         return self._drivers.run_sync(management.consolidate_flow(self, threshold, kinds))
 
     async def aconsolidate(self, threshold: float = 0.8, kinds: Sequence[str] = MEMORY_KINDS) -> int:
+        """Async :meth:`consolidate`."""
         return await self._drivers.run_async(management.consolidate_flow(self, threshold, kinds))
 
     def link(self, a: int, b: int, relation: str = "related", strength: float = 1.0) -> None:
@@ -513,6 +534,7 @@ class TieredMemory:
         self._drivers.run_sync(management.link_flow(self, a, b, relation, strength))
 
     async def alink(self, a: int, b: int, relation: str = "related", strength: float = 1.0) -> None:
+        """Async :meth:`link`."""
         await self._drivers.run_async(management.link_flow(self, a, b, relation, strength))
 
     # --- lifecycle ------------------------------------------------------------
@@ -526,6 +548,7 @@ class TieredMemory:
         self._drivers.run_sync(management.clear_flow(self, keep_memories))
 
     async def aclear(self, *, keep_memories: bool = False) -> None:
+        """Async :meth:`clear`."""
         await self._drivers.run_async(management.clear_flow(self, keep_memories))
 
     def close(self) -> None:

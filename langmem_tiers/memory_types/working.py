@@ -128,6 +128,7 @@ class WorkingMemory:
         return self._memory._drivers.run_sync(self._set_flow(key, value, ttl))
 
     async def aset(self, key: str, value: Any, ttl: float | None = None) -> int:
+        """Async :meth:`set`."""
         return await self._memory._drivers.run_async(self._set_flow(key, value, ttl))
 
     def get(self, key: str, default: Any = None) -> Any:
@@ -135,6 +136,7 @@ class WorkingMemory:
         return self._memory._drivers.run_sync(self._get_flow(key, default))
 
     async def aget(self, key: str, default: Any = None) -> Any:
+        """Async :meth:`get`."""
         return await self._memory._drivers.run_async(self._get_flow(key, default))
 
     def delete(self, key: str) -> bool:
@@ -142,6 +144,7 @@ class WorkingMemory:
         return self._memory._drivers.run_sync(self._delete_flow(key))
 
     async def adelete(self, key: str) -> bool:
+        """Async :meth:`delete`."""
         return await self._memory._drivers.run_async(self._delete_flow(key))
 
     def items(self) -> dict[str, Any]:
@@ -149,6 +152,7 @@ class WorkingMemory:
         return {i.key: i.value for i in self._memory._drivers.run_sync(self._entries_flow())}
 
     async def aitems(self) -> dict[str, Any]:
+        """Async :meth:`items`."""
         return {i.key: i.value for i in await self._memory._drivers.run_async(self._entries_flow())}
 
     def entries(self) -> list[WorkingItem]:
@@ -156,6 +160,7 @@ class WorkingMemory:
         return self._memory._drivers.run_sync(self._entries_flow())
 
     async def aentries(self) -> list[WorkingItem]:
+        """Async :meth:`entries`."""
         return await self._memory._drivers.run_async(self._entries_flow())
 
     # --- flows ----------------------------------------------------------------

@@ -62,4 +62,5 @@ class Fact:
 
     @property
     def current(self) -> bool:
+        """Whether nothing superseded this fact yet (no ``valid_to``)."""
         return self.valid_to is None

@@ -135,14 +135,14 @@ async def test_react_agent_uses_the_tools(memories) -> None:
         if "Observation:" in last:
             return ChatMessage(role="assistant", content="Thought: I can answer.\nAnswer: The tool says so.")
         question = last.rsplit("\n", 1)[-1]
-        call = _intended_call(question, TOOLS)
+        call = _intended_call(question, tools)
         assert call is not None
         return ChatMessage(role="assistant", content=f"Thought: I use a tool.\nAction: {call[0]}\n"
                            f"Action Input: {json.dumps(call[1])}")
 
-    TOOLS = create_memory_tools()
+    tools = create_memory_tools()
     llm = MockFunctionCallingLLM(response_generator=react_step, is_chat_model=True)
-    agent = ReActAgent(tools=TOOLS, llm=llm)
+    agent = ReActAgent(tools=tools, llm=llm)
     ada = memories("ada")
     saved = await _run(agent, ada, "Remember that I prefer window seats")
     assert not saved.is_error

@@ -43,11 +43,17 @@ class Embedder(Protocol):
     key: str
 
     @property
-    def dimension(self) -> int: ...
+    def dimension(self) -> int:
+        """The length of every vector this embedder returns."""
+        ...
 
-    def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """One vector per text, in order."""
+        ...
 
-    async def aembed(self, texts: Sequence[str]) -> list[list[float]]: ...
+    async def aembed(self, texts: Sequence[str]) -> list[list[float]]:
+        """Async :meth:`embed`."""
+        ...
 
 
 Result = list[float] | EmbeddingInputError

@@ -53,6 +53,7 @@ class CallableEmbedder:
 
     @property
     def dimension(self) -> int:
+        """The vector length given at construction."""
         return self._dimension
 
     def _check(self, texts: list[str], vectors: object) -> list[list[float]]:

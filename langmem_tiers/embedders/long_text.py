@@ -28,6 +28,7 @@ class Pieces:
 
     @classmethod
     def of(cls, texts: Sequence[str], split: Splitter) -> Pieces:
+        """Split each text with ``split``, weighting each piece by its token count (at least 1)."""
         pieces: list[str] = []
         weights: list[int] = []
         owners: list[int] = []
@@ -40,6 +41,7 @@ class Pieces:
 
     @property
     def split_any(self) -> bool:
+        """Whether any text was split into more than one piece."""
         return len(self.texts) != self.count
 
     def pool(self, vectors: Sequence[Sequence[float]]) -> list[list[float]]:

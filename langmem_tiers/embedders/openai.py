@@ -136,6 +136,7 @@ class OpenAIEmbedder:
 
     @property
     def dimension(self) -> int:
+        """The vector length: the model's, or the ``dimensions`` asked for."""
         return self._dimension
 
     def __repr__(self) -> str:

@@ -103,9 +103,13 @@ class Summarizer(Protocol):
     ``request.extract`` is set.
     """
 
-    def summarize(self, request: SummaryRequest) -> str | SummaryResult: ...
+    def summarize(self, request: SummaryRequest) -> str | SummaryResult:
+        """The new summary of ``request.previous_summary`` and ``request.messages``."""
+        ...
 
-    async def asummarize(self, request: SummaryRequest) -> str | SummaryResult: ...
+    async def asummarize(self, request: SummaryRequest) -> str | SummaryResult:
+        """Async :meth:`summarize`."""
+        ...
 
 
 def format_turns(messages: Sequence[Message], with_ids: bool = False) -> str:

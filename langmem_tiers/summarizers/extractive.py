@@ -116,6 +116,7 @@ class ExtractiveSummarizer:
         return _Selection(entries, request).render()
 
     async def asummarize(self, request: SummaryRequest) -> str | SummaryResult:
+        """Async :meth:`summarize`."""
         return self.summarize(request)
 
     def _candidates(self, messages: Sequence[Message], start: int) -> list[_Entry]:

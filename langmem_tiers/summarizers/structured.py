@@ -98,6 +98,10 @@ class StructuredSummarizer(CallableSummarizer):
         return f"{type(e).__name__}: {e}"
 
     def summarize(self, request: SummaryRequest) -> str | SummaryResult:  # type: ignore[override]
+        """Summary and memories in one structured call when memories are wanted.
+
+        When the model cannot answer in that shape, one plain summary call instead (the error kept on the result).
+        """
         if not self._use_structured(request):
             return super().summarize(request)
         try:
@@ -108,6 +112,7 @@ class StructuredSummarizer(CallableSummarizer):
         return result
 
     async def asummarize(self, request: SummaryRequest) -> str | SummaryResult:  # type: ignore[override]
+        """Async :meth:`summarize`."""
         if not self._use_structured(request):
             return await super().asummarize(request)
         try:

@@ -49,6 +49,7 @@ class TieredConversationMemory(BaseMemory):
 
     @property
     def memory_variables(self) -> list[str]:
+        """The one variable this memory fills: ``memory_key``."""
         return [self.memory_key]
 
     def _input(self, inputs: dict[str, Any], *, required: bool) -> str | None:
@@ -127,6 +128,7 @@ class TieredConversationMemory(BaseMemory):
         )
 
     async def asave_context(self, inputs: dict[str, Any], outputs: dict[str, str]) -> None:
+        """Async :meth:`save_context`."""
         await self.memory.aadd_messages(
             [
                 from_langchain(HumanMessage(self._input_or_fail(inputs))),
@@ -144,4 +146,5 @@ class TieredConversationMemory(BaseMemory):
         self.memory.clear()
 
     async def aclear(self) -> None:
+        """Async :meth:`clear`."""
         await self.memory.aclear()

@@ -195,6 +195,7 @@ class TieredMemoryMiddleware(AgentMiddleware):
         return None
 
     async def abefore_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Async :meth:`before_model`."""
         await self._ajournal(state, runtime)
         return None
 
@@ -204,6 +205,7 @@ class TieredMemoryMiddleware(AgentMiddleware):
         return None
 
     async def aafter_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Async :meth:`after_model`."""
         await self._ajournal(state, runtime)
         return None
 
@@ -213,6 +215,7 @@ class TieredMemoryMiddleware(AgentMiddleware):
         return None
 
     async def aafter_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Async :meth:`after_agent`."""
         await self._ajournal(state, runtime)
         return None
 
@@ -265,6 +268,7 @@ class TieredMemoryMiddleware(AgentMiddleware):
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelResponse[Any]:
+        """Async :meth:`wrap_model_call`."""
         thread = await self._ajournal(request.state, request.runtime)
         context = await thread.memory.acontext(self._query(request), self.budget)
         return await handler(self._request(request, context))

@@ -357,6 +357,7 @@ class TieredStore(BaseStore):
         return results
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """Async :meth:`batch`: the sync batch in a worker thread."""
         # The journal, recall and embedder calls block: one worker thread runs the sync batch, so the
         # event loop never waits on disk or the embedding model.
         return await asyncio.to_thread(self.batch, list(ops))
@@ -377,6 +378,7 @@ class TieredStore(BaseStore):
             return erased
 
     async def asweep_ttl(self) -> int:
+        """Async :meth:`sweep_ttl`."""
         return await asyncio.to_thread(self.sweep_ttl)
 
     def _sweep_if_due(self) -> None:

@@ -114,11 +114,13 @@ class LlamaIndexEmbedder:
 
     @property
     def dimension(self) -> int:
+        """The vector length: the one given, else measured once by embedding a probe text."""
         if self._dimension is None:
             self._dimension = len(self.embed_model.get_text_embedding("dimension probe"))
         return self._dimension
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """One vector per text, in one batch call of the embedding model; a failure raises :class:`RecallError`."""
         items = list(texts)
         if not items:
             return []
@@ -128,6 +130,7 @@ class LlamaIndexEmbedder:
             raise RecallError(f"{self.key} failed to embed {len(items)} text(s): {e}") from e
 
     async def aembed(self, texts: Sequence[str]) -> list[list[float]]:
+        """Async :meth:`embed`."""
         items = list(texts)
         if not items:
             return []

@@ -133,6 +133,10 @@ class TieredMemoryBlock(BaseMemoryBlock[str]):
 
     async def aput(self, messages: List[ChatMessage], from_short_term_memory: bool = False,
                    session_id: Optional[str] = None) -> None:
+        """Journal messages into this block's session (else ``session_id``'s).
+
+        Messages flushed from short-term memory are taken only with ``accept_short_term_memory``.
+        """
         # Overridden rather than _aput: the base class drops session_id (and tags every message with it).
         if (from_short_term_memory and not self.accept_short_term_memory) or not messages:
             return
@@ -149,6 +153,7 @@ class TieredMemoryBlock(BaseMemoryBlock[str]):
         return self._render(await memory.acontext(query=query), memory.namespace)
 
     async def atruncate(self, content: str, tokens_to_truncate: int) -> Optional[str]:
+        """This block's content re-rendered to fit ``tokens_to_truncate`` fewer tokens; ``None`` when nothing fits."""
         memory, query = self._last.get("memory"), self._last.get("query")
         if memory is None or not content:
             return None

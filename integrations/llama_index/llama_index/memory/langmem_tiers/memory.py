@@ -129,6 +129,7 @@ class TieredChatMemory(BaseMemory):
 
     @classmethod
     def class_name(cls) -> str:
+        """The name LlamaIndex serializes this memory under."""
         return "TieredChatMemory"
 
     @classmethod
@@ -266,6 +267,7 @@ class TieredChatMemory(BaseMemory):
 
     async def aget(self, input: Optional[str] = None, initial_token_count: int = 0,
                    **kwargs: Any) -> List[ChatMessage]:
+        """Async :meth:`get`."""
         tiered = await self._atiered()
         budget = self._budget(tiered, initial_token_count)
         try:
@@ -297,19 +299,24 @@ class TieredChatMemory(BaseMemory):
         return [to_chat_message(m) for m in messages]
 
     async def aget_all(self, status: Any = None) -> List[ChatMessage]:
+        """Async :meth:`get_all`."""
         return await asyncio.to_thread(self.get_all, status)
 
     def put(self, message: ChatMessage) -> None:
+        """Journal one chat message."""
         add_chat_messages(self.tiered, [message])
 
     async def aput(self, message: ChatMessage) -> None:
+        """Async :meth:`put`."""
         await aadd_chat_messages(await self._atiered(), [message])
 
     def put_messages(self, messages: List[ChatMessage]) -> None:
+        """Journal chat messages in one atomic append."""
         if messages:
             add_chat_messages(self.tiered, messages)
 
     async def aput_messages(self, messages: List[ChatMessage]) -> None:
+        """Async :meth:`put_messages`."""
         if messages:
             await aadd_chat_messages(await self._atiered(), messages)
 
@@ -332,6 +339,7 @@ class TieredChatMemory(BaseMemory):
             _add(tiered, tail)
 
     async def aset(self, messages: List[ChatMessage]) -> None:
+        """Async :meth:`set`."""
         tiered = await self._atiered()
         converted = _convert(messages)  # refuse bad input before anything is erased
         tail = _new_tail(converted, await self.aget_all())
@@ -353,6 +361,7 @@ class TieredChatMemory(BaseMemory):
         self.tiered.clear()
 
     async def areset(self, status: Any = None) -> None:
+        """Async :meth:`reset`."""
         self._refuse_partial_reset(status)
         await (await self._atiered()).aclear()
 
@@ -469,6 +478,7 @@ def _orphans_as_text(messages: List[Message]) -> Optional[List[Message]]:
 
 
 def add_chat_messages(memory: TieredMemory, messages: Sequence[ChatMessage]) -> None:
+    """Journal LlamaIndex chat messages in one atomic append (tool results whose call is gone stored as text)."""
     _add(memory, _convert(messages))
 
 
@@ -505,6 +515,7 @@ def _framing(tiered: TieredMemory) -> int:
 
 
 async def aadd_chat_messages(memory: TieredMemory, messages: Sequence[ChatMessage]) -> None:
+    """Async :func:`add_chat_messages`."""
     await _aadd(memory, _convert(messages))
 
 

@@ -80,6 +80,7 @@ class MemoryTool(FunctionTool):
     """A ``FunctionTool`` that validates its arguments and answers refusals with ``is_error`` outputs."""
 
     def call(self, *args: Any, **kwargs: Any) -> ToolOutput:
+        """Run the tool on validated arguments; a refusal or invalid arguments come back as an ``is_error`` output."""
         try:
             return super().call(*args, **self._validated(kwargs))
         except (MemoryToolError, LangmemTiersError) as e:
@@ -88,6 +89,7 @@ class MemoryTool(FunctionTool):
             return self._error(MemoryToolSpec.invalid_arguments(e.errors()), kwargs)
 
     async def acall(self, *args: Any, **kwargs: Any) -> ToolOutput:
+        """Async :meth:`call`."""
         try:
             return await super().acall(*args, **self._validated(kwargs))
         except (MemoryToolError, LangmemTiersError) as e:

@@ -222,7 +222,7 @@ def plot(runs: dict[str, list[dict[str, Any]]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 5))
+    fig, ax = plt.subplots(figsize=(11, 5))
     colors = iter(plt.rcParams["axes.prop_cycle"].by_key()["color"] * 4)
     for label, rows in runs.items():
         x = [r["stored_messages"] for r in rows]
@@ -241,7 +241,7 @@ def plot(runs: dict[str, list[dict[str, Any]]], path: Path) -> None:
     ax.set_ylabel("latency, ms")
     ax.set_title("langmem-tiers: latency against stored messages (issue 15)")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)

@@ -198,6 +198,7 @@ class MemoryConfig:
 
     @property
     def window_low_tokens(self) -> int:
+        """Where eviction stops: ``window_tokens * window_low_ratio``, rounded down."""
         return int(self.window_tokens * self.window_low_ratio)
 
     def with_changes(self, **changes: Any) -> MemoryConfig:

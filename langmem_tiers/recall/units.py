@@ -42,8 +42,8 @@ def turn_records(turn: Sequence[Message], unit: str = "turn",
             continue
         ids = tuple(m.id for m in group if m.id is not None)
         created = min((m.created_at for m in group if m.created_at is not None), default=0.0)
-        for chunk in chunk_words(text, max_chunk_words):
-            records.append(NewRecord(kind="turn", text=chunk, message_ids=ids, created_at=created))
+        records.extend(NewRecord(kind="turn", text=chunk, message_ids=ids, created_at=created)
+                       for chunk in chunk_words(text, max_chunk_words))
     return records
 
 

@@ -141,18 +141,18 @@ class CompactReport:
 
 
 _EMBEDDED_REMAINS = (
-    "blocks of deleted files (the old HNSW segment files, SQLite's rollback journal) stay on the "
-    "device until the filesystem reuses them; backups and snapshots of the folder keep their copies",
-    "while this process runs, chromadb may write stale process memory (any text the process held) "
-    "into the unused slots of HNSW files again when it loads, creates or grows an index; compact() "
-    "and close() zero those slots, and a Chroma server (which never sees text with documents=None) "
-    "avoids it",
+    ("blocks of deleted files (the old HNSW segment files, SQLite's rollback journal) stay on the "
+     "device until the filesystem reuses them; backups and snapshots of the folder keep their copies"),
+    ("while this process runs, chromadb may write stale process memory (any text the process held) "
+     "into the unused slots of HNSW files again when it loads, creates or grows an index; compact() "
+     "and close() zero those slots, and a Chroma server (which never sees text with documents=None) "
+     "avoids it"),
 )
 _SERVER_REMAINS = (
-    "a Chroma server keeps deleted rows in its write-ahead log until its HNSW index next persists "
-    "(every sync_threshold writes), in free SQLite pages, and as vectors in HNSW files; its operator "
-    "makes them physically gone by stopping the server and running `chroma vacuum --path FOLDER --force` "
-    "(log and pages), and by reindexing into a new collection (HNSW vectors)",
+    ("a Chroma server keeps deleted rows in its write-ahead log until its HNSW index next persists "
+     "(every sync_threshold writes), in free SQLite pages, and as vectors in HNSW files; its operator "
+     "makes them physically gone by stopping the server and running `chroma vacuum --path FOLDER --force` "
+     "(log and pages), and by reindexing into a new collection (HNSW vectors)"),
 )
 
 
@@ -397,6 +397,7 @@ class ChromaStore:
 
     @property
     def client(self) -> Any:
+        """The chromadb client this store uses (shared by the stores opened from it)."""
         return self._client
 
     @property

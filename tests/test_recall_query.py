@@ -106,6 +106,16 @@ def test_options_follow_the_config() -> None:
         session_top=MemoryConfig.recall_session_top)
 
 
+def test_an_opened_memory_recalls_with_its_own_config(tmp_path: Path) -> None:
+    """open() hands the memory's recall switches to its recall index (a user's values, not the defaults)."""
+    cfg = MemoryConfig(recall_salient_weight=0.7, recall_time_boost=0.0, recall_when_boost=0.0)
+    with TieredMemory.open(tmp_path, session_id="s", user_id="u", config=cfg, counter=WordCounter(),
+                           embedder=False) as memory:
+        assert memory.recall is not None
+        assert memory.recall.options == RecallOptions.from_config(cfg)
+        assert memory.recall.options != RecallOptions.from_config(MemoryConfig())
+
+
 # --- hand-made haystacks, real parts ---------------------------------------------------------
 
 CONFIG = MemoryConfig(context_tokens=2000, window_tokens=200, summary_tokens=60, recall_tokens=600,

@@ -99,9 +99,9 @@ class Context:
         """A short human-readable account: tokens per tier and what was left out."""
         t = self.tokens
         lines = [
-            f"{t.total}/{t.budget} tokens: pinned {t.pinned}, working {t.working} ({len(self.working)} keys), "
-            f"profile {t.profile} ({len(self.profile)} facts), "
-            f"summary {t.summary}, recall {t.recall} ({len(self.recalled)} hits), window {t.window}"
+            (f"{t.total}/{t.budget} tokens: pinned {t.pinned}, working {t.working} ({len(self.working)} keys), "
+             f"profile {t.profile} ({len(self.profile)} facts), "
+             f"summary {t.summary}, recall {t.recall} ({len(self.recalled)} hits), window {t.window}")
         ]
         lines += [f"working: {w.text}" for w in self.working]
         lines += [f"profile: {line}" for p in self.profile for line in p.text.splitlines()]
@@ -113,6 +113,8 @@ class Context:
 
 @dataclass(frozen=True)
 class WindowMessage:
+    """A window message with its token count, as :func:`assemble` takes the window."""
+
     message: Message
     tokens: int
 

@@ -45,6 +45,7 @@ class Stats:
 
 
 def session_stats(m: TieredMemory) -> Stats:
+    """The :class:`Stats` of ``m``'s session: what :meth:`TieredMemory.stats` returns."""
     m._check_open()
     state, window, pending = reads.snapshot(m)
     index_pending = m.journal.outbox_count([m._ns_id])

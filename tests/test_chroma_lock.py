@@ -74,6 +74,9 @@ def test_lock_dies_with_its_process(tmp_path: Path) -> None:
         if child.poll() is None:
             child.kill()
             child.wait(timeout=30)
+        for pipe in (child.stdin, child.stdout, child.stderr):  # closed here, not by the garbage collector
+            if pipe is not None:
+                pipe.close()
     store = ChromaStore.persistent(folder, collection="locked")
     assert [g.id for g in store.get(["child"])] == ["child"]
     store.close()

@@ -35,7 +35,7 @@ def turn_records(turn: Sequence[Message], unit: str = "turn",
                  max_chunk_words: int = MAX_CHUNK_WORDS) -> list[NewRecord]:
     """Records for one evicted turn: one per chunk of the turn (or per message when ``unit='message'``)."""
     groups = [[m] for m in turn] if unit == "message" else [list(turn)]
-    records = []
+    records: list[NewRecord] = []
     for group in groups:
         text = "\n".join(message_line(m) for m in group if m.text.strip())
         if not text:

@@ -31,7 +31,7 @@ from langmem_tiers.flow import Blocking, Drivers, Embed, Flow, wait_free
 from langmem_tiers.journal.base import Journal, Namespace, OutboxItem, Record, Scope
 from langmem_tiers.memory_types.expiry import is_expired
 from langmem_tiers.memory_types.fields import EXPIRES_AT, WORKING_KIND
-from langmem_tiers.recall.fusion import FusionParams, ScoreParts, fuse, jaccard
+from langmem_tiers.recall.fusion import FusionParams, ScoreParts, fuse, set_jaccard, word_set
 from langmem_tiers.recall.hits import RecallHit
 from langmem_tiers.recall.options import RecallOptions
 from langmem_tiers.recall.query import analyze, has_time_expression
@@ -365,6 +365,7 @@ class RecallIndex:
                 by_id.update((yield from self._load(more, scope, filters)))
             fused = self._fuse(keyword_ids, vector_ids, extra, by_id, now, analysis)
         out: list[RecallHit] = []
+        kept_words: list[frozenset[str]] = []  # each kept hit's words, split once (the near-duplicate check)
         for cid, parts in fused:
             r = by_id[cid]
             if not passes(r, filters):
@@ -374,8 +375,10 @@ class RecallIndex:
             if r.kind == "turn" and r.message_ids and any(
                     h.kind == "turn" and set(h.message_ids) & set(r.message_ids) for h in out):
                 continue
-            if any(jaccard(r.text, h.text) >= self.dedupe_threshold for h in out):
+            words = word_set(r.text)
+            if any(set_jaccard(words, kept) >= self.dedupe_threshold for kept in kept_words):
                 continue
+            kept_words.append(words)
             out.append(_hit(r, parts.total, asdict(parts)))
             if len(out) >= k:
                 break

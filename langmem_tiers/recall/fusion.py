@@ -113,13 +113,21 @@ def retention(importance: float, age_seconds: float, stability_seconds: float, p
     return float(importance) * math.exp(-age / (stability_seconds * (1.0 + importance)))
 
 
-def jaccard(a: str, b: str) -> float:
-    """Jaccard similarity of the lower-cased word sets of two texts; 1 for two empty texts."""
-    wa = set(_WORD.findall(a.lower()))
-    wb = set(_WORD.findall(b.lower()))
+def word_set(text: str) -> frozenset[str]:
+    """The lower-cased words of ``text``, as :func:`jaccard` compares them."""
+    return frozenset(_WORD.findall(text.lower()))
+
+
+def set_jaccard(wa: frozenset[str], wb: frozenset[str]) -> float:
+    """Jaccard similarity of two word sets (see :func:`word_set`); 1 for two empty sets."""
     if not wa and not wb:
         return 1.0
     return len(wa & wb) / len(wa | wb)
+
+
+def jaccard(a: str, b: str) -> float:
+    """Jaccard similarity of the lower-cased word sets of two texts; 1 for two empty texts."""
+    return set_jaccard(word_set(a), word_set(b))
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ import random
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from core_latency import question, sentence  # type: ignore[import-not-found]
@@ -26,13 +27,15 @@ from core_latency import question, sentence  # type: ignore[import-not-found]
 from langmem_tiers import MemoryConfig, TieredMemory
 
 
-def fill(path: Path, sessions: int, turns: int, rng: random.Random) -> None:
+def fill(path: Path, sessions: int, turns: int, rng: random.Random,
+         user_line: Callable[[random.Random], str] = sentence) -> None:
+    """One user ("ada") with ``sessions`` sessions of ``turns`` user/assistant turns, indexed."""
     config = MemoryConfig(background_index=False)
     with TieredMemory.open(path, session_id="s0", user_id="ada", config=config) as first:
         for s in range(sessions):
             memory = first if s == 0 else first.for_session(f"s{s}")
             for _ in range(turns):
-                memory.add_messages([{"role": "user", "content": sentence(rng)},
+                memory.add_messages([{"role": "user", "content": user_line(rng)},
                                      {"role": "assistant", "content": sentence(rng)}])
         first.flush()
 

@@ -24,8 +24,9 @@ import time
 from pathlib import Path
 
 from core_latency import sentence  # type: ignore[import-not-found]
+from cross_session import fill  # type: ignore[import-not-found]
 
-from langmem_tiers import MemoryConfig, TieredMemory
+from langmem_tiers import TieredMemory
 from langmem_tiers.recall.options import RecallOptions
 
 NAMES = ["Ada", "Bruno", "Chen", "Dalia", "Emeka", "Farah", "Goran", "Hana"]
@@ -41,17 +42,6 @@ VARIANTS = {
 
 def line(rng: random.Random) -> str:
     return f"{rng.choice(NAMES)} {rng.choice(WHEN)}: {sentence(rng)}"
-
-
-def fill(path: Path, sessions: int, turns: int, rng: random.Random) -> None:
-    config = MemoryConfig(background_index=False)
-    with TieredMemory.open(path, session_id="s0", user_id="ada", config=config) as first:
-        for s in range(sessions):
-            memory = first if s == 0 else first.for_session(f"s{s}")
-            for _ in range(turns):
-                memory.add_messages([{"role": "user", "content": line(rng)},
-                                     {"role": "assistant", "content": sentence(rng)}])
-        first.flush()
 
 
 def questions(rng: random.Random, n: int) -> list[str]:
@@ -75,7 +65,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         started = time.perf_counter()
-        fill(folder, args.sessions, args.turns, rng)
+        fill(folder, args.sessions, args.turns, rng, user_line=line)
         print(f"filled {args.sessions} sessions x {args.turns} turns in {time.perf_counter() - started:.1f} s")
         qs = questions(rng, args.queries)
         times: dict[str, list[float]] = {name: [] for name in VARIANTS}

@@ -21,7 +21,7 @@ import threading
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from langmem_tiers.config import MemoryConfig
@@ -366,20 +366,22 @@ class RecallIndex:
             fused = self._fuse(keyword_ids, vector_ids, extra, by_id, now, analysis)
         out: list[RecallHit] = []
         kept_words: list[frozenset[str]] = []  # each kept hit's words, split once (the near-duplicate check)
+        turn_messages: set[int] = set()  # the messages of the turns kept so far
         for cid, parts in fused:
             r = by_id[cid]
             if not passes(r, filters):
                 continue
             # One hit per turn: a long turn is indexed as several chunks, and a turn that grew after it
             # was answered has an earlier record too; the best one speaks for the turn.
-            if r.kind == "turn" and r.message_ids and any(
-                    h.kind == "turn" and set(h.message_ids) & set(r.message_ids) for h in out):
+            if r.kind == "turn" and not turn_messages.isdisjoint(r.message_ids):
                 continue
             words = word_set(r.text)
             if any(set_jaccard(words, kept) >= self.dedupe_threshold for kept in kept_words):
                 continue
             kept_words.append(words)
-            out.append(_hit(r, parts.total, asdict(parts)))
+            if r.kind == "turn":
+                turn_messages.update(r.message_ids)
+            out.append(_hit(r, parts.total, vars(parts)))
             if len(out) >= k:
                 break
         if expand and out:

@@ -88,11 +88,14 @@ def _sqlite_backend(tmp_path: Path) -> Backend:
         db.close()
 
     def create_at_version(version: int) -> None:
-        from langmem_tiers.journal.sqlite import MIGRATIONS, _split_sql
+        from langmem_tiers.journal.sqlite import MIGRATIONS, SqliteSql, _split_sql
 
         db = sqlite3.connect(path)
         with db:
             for script in MIGRATIONS[:version]:
+                if callable(script):  # a migration written in Python (version 4)
+                    script(SqliteSql(db))
+                    continue
                 for statement in _split_sql(script):
                     db.execute(statement)
             db.execute("INSERT INTO meta VALUES ('uid', 'old-uid'), ('schema_version', ?)", (str(version),))
@@ -122,13 +125,16 @@ def _postgres_backend(url: str) -> Backend:
             conn.execute(sql.replace("?", "%s"), args)
 
     def create_at_version(version: int) -> None:
-        from langmem_tiers.journal.postgres import MIGRATIONS
+        from langmem_tiers.journal.postgres import MIGRATIONS, PostgresSql
 
         with psycopg.connect(url, autocommit=True) as conn, conn.transaction():
             conn.execute(f"CREATE SCHEMA {schema}")
             conn.execute(f"SET search_path TO {schema}")
             for script in MIGRATIONS[:version]:
-                conn.execute(script)
+                if callable(script):  # a migration written in Python (version 4)
+                    script(PostgresSql(conn))
+                else:
+                    conn.execute(script)
             conn.execute("INSERT INTO meta VALUES ('uid', 'old-uid'), ('schema_version', %s)", (str(version),))
             for statement in (OLD_NAMESPACE, OLD_STATE, OLD_MESSAGE):
                 conn.execute(statement)

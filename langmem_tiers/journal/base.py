@@ -19,7 +19,7 @@ from langmem_tiers.errors import InvalidNamespaceError, JournalError, SchemaVers
 from langmem_tiers.messages import MAX_KEY_CHARS, Message
 from langmem_tiers.text import query_words
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 MAX_ID_CHARS = 512
 # A keyword query keeps at most this many distinct words: a pasted document as the query
 # (20k distinct words) overflowed PostgreSQL's parser stack and made FTS5 rank every record.
@@ -456,6 +456,22 @@ class Journal(Protocol):
 
     def record_ids(self, ns_id: int, after: int = 0) -> list[int]:
         """Ids of the session's records after ``after``, in id order."""
+        ...
+
+    def record_ids_many(self, ns_ids: Sequence[int], after: Mapping[int, int] | None = None) -> dict[int, list[int]]:
+        """Per namespace id: ids of its records above its floor ``after[ns_id]`` (0 when absent), in id order.
+
+        One query for every namespace; a namespace without such records maps to an empty list.
+        """
+        ...
+
+    def scope_versions(self, ns_ids: Sequence[int]) -> dict[int, tuple[int, int, int]]:
+        """Per namespace id: (largest record id ever inserted there, records deleted so far,
+        record texts edited so far).
+
+        Kept by triggers in the namespaces row, so the read costs one indexed lookup per namespace whatever the
+        history. Namespaces that do not exist are absent from the result.
+        """
         ...
 
     def scoped_records(self, ns_ids: Sequence[int], kinds: Sequence[str] | None = None,

@@ -181,8 +181,44 @@ INSERT INTO summary_versions (ns, version, text, tokens, summary_cursor, created
     FROM state WHERE summary != '';
 """
 
+# Schema version 8, scope versions (see sqlite.py's V8_SQL for why): three counters per namespace
+# kept by triggers. Deletes count per statement from the transition table, locking the namespace
+# rows in id order first (two transactions deleting records of the same sessions never deadlock);
+# inserts and text edits are single-row statements (``insert_records``, ``update_record``).
+V8_SQL = """
+ALTER TABLE namespaces ADD COLUMN last_record_id BIGINT NOT NULL DEFAULT 0,
+    ADD COLUMN records_deleted BIGINT NOT NULL DEFAULT 0,
+    ADD COLUMN records_edited BIGINT NOT NULL DEFAULT 0;
+UPDATE namespaces n SET last_record_id = m.last FROM (SELECT ns, max(id) AS last FROM records GROUP BY ns) m
+    WHERE m.ns = n.ns;
+CREATE INDEX records_ns_id ON records (ns, id);
+CREATE FUNCTION records_scope_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE namespaces SET last_record_id = greatest(last_record_id, NEW.id) WHERE ns = NEW.ns;
+    RETURN NULL;
+END $$;
+CREATE FUNCTION records_scope_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM 1 FROM namespaces WHERE ns IN (SELECT ns FROM gone) ORDER BY ns FOR NO KEY UPDATE;
+    UPDATE namespaces n SET records_deleted = n.records_deleted + g.n
+        FROM (SELECT ns, count(*) AS n FROM gone GROUP BY ns) g WHERE g.ns = n.ns;
+    RETURN NULL;
+END $$;
+CREATE FUNCTION records_scope_edited() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE namespaces SET records_edited = records_edited + 1 WHERE ns = NEW.ns;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER records_scope_ai AFTER INSERT ON records FOR EACH ROW EXECUTE FUNCTION records_scope_inserted();
+CREATE TRIGGER records_scope_ad AFTER DELETE ON records REFERENCING OLD TABLE AS gone
+    FOR EACH STATEMENT EXECUTE FUNCTION records_scope_deleted();
+CREATE TRIGGER records_scope_au AFTER UPDATE OF text, terms ON records FOR EACH ROW
+    WHEN (OLD.text IS DISTINCT FROM NEW.text OR OLD.terms IS DISTINCT FROM NEW.terms)
+    EXECUTE FUNCTION records_scope_edited();
+"""
+
 MIGRATIONS: tuple[str | Callable[[Sql], None], ...] = (
-    *_OLD_MIGRATIONS, _migrate_to_v4, V5_SQL, V6_SQL, V7_SQL)
+    *_OLD_MIGRATIONS, _migrate_to_v4, V5_SQL, V6_SQL, V7_SQL, V8_SQL)
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 # The server's clock, in epoch seconds: leases and retry times of replicas on several hosts
@@ -264,6 +300,9 @@ class PostgresSql(Sql):
 
     def in_(self, values: Sequence[Any]) -> tuple[str, list[Any]]:
         return ("= ANY(?)", [list(values)]) if values else ("IN (NULL)", [])
+
+    def floors(self, pairs: Sequence[tuple[int, int]]) -> tuple[str, list[Any]]:
+        return "unnest(?::bigint[], ?::bigint[]) AS f(ns_id, above)", [[p[0] for p in pairs], [p[1] for p in pairs]]
 
     def new_seq(self) -> tuple[str, tuple[Any, ...]]:
         return "nextval('outbox_seq')", ()

@@ -35,7 +35,7 @@ PostgreSQL ``add()`` (12-16 ms) would take +5%; ``context()`` (130-190 ms, recal
 under 1% on both. SQLite's ``add()``, the call every message makes, misses the bar on a quiet
 machine, and what still differs between the backends (FTS5 against tsvector, JSON functions,
 row locks, the outbox clock) is SQL that Core would pass through as text anyway. So the
-dialect stays hand-written and small; Alembic is not needed for seven frozen migrations.
+dialect stays hand-written and small; Alembic is not needed for eight frozen migrations.
 """
 
 from __future__ import annotations
@@ -123,6 +123,10 @@ class Sql:
 
     def in_(self, values: Sequence[Any]) -> tuple[str, list[Any]]:
         """``x IN values`` as the SQL after ``x`` and its arguments (empty: matches nothing)."""
+        raise NotImplementedError
+
+    def floors(self, pairs: Sequence[tuple[int, int]]) -> tuple[str, list[Any]]:
+        """``(namespace id, floor)`` pairs as a FROM item ``f`` (columns ``ns_id``, ``above``) and its arguments."""
         raise NotImplementedError
 
     def new_seq(self) -> tuple[str, tuple[Any, ...]]:

@@ -329,6 +329,41 @@ class SqlJournal:
             rows = db.all("SELECT id FROM records WHERE ns=? AND id>? ORDER BY id", (ns_id, after))
         return [int(r[0]) for r in rows]
 
+    def record_ids_many(self, ns_ids: Sequence[int], after: Mapping[int, int] | None = None) -> dict[int, list[int]]:
+        """Per namespace id: ids of its records above its floor ``after[ns_id]`` (0 when absent), in id order.
+
+        One query: the (namespace, floor) pairs join the records through the ``(ns, id)``
+        index, so each namespace costs its new records, not its history.
+        """
+        wanted = list(dict.fromkeys(int(n) for n in ns_ids))
+        found: dict[int, list[int]] = {n: [] for n in wanted}
+        if not wanted:
+            return found
+        floors = after or {}
+        with self._autocommit() as db:
+            pairs, args = db.floors([(n, int(floors.get(n, 0))) for n in wanted])
+            rows = db.all(f"SELECT r.ns, r.id FROM {pairs} JOIN records r ON r.ns = f.ns_id AND r.id > f.above "
+                          "ORDER BY r.ns, r.id", args)
+        for ns_id, record_id in rows:
+            found[int(ns_id)].append(int(record_id))
+        return found
+
+    def scope_versions(self, ns_ids: Sequence[int]) -> dict[int, tuple[int, int, int]]:
+        """Per namespace id: (largest record id ever inserted there, records deleted so far, record texts
+        edited so far); namespaces that do not exist are absent.
+
+        Triggers keep the three counters in the namespaces row (schema v8), so an in-process
+        index checks its freshness with one primary-key lookup per namespace, whatever the
+        history (``record_stats`` counts the session's records). They hold numbers only: no text.
+        """
+        if not ns_ids:
+            return {}
+        with self._autocommit() as db:
+            members, args = db.in_(list(dict.fromkeys(int(n) for n in ns_ids)))
+            rows = db.all("SELECT ns, last_record_id, records_deleted, records_edited FROM namespaces "
+                          f"WHERE ns {members}", args)
+        return {int(r[0]): (int(r[1]), int(r[2]), int(r[3])) for r in rows}
+
     def scoped_records(self, ns_ids: Sequence[int], kinds: Sequence[str] | None = None,
                        pinned_only: bool = False) -> list[Record]:
         """Records of these namespaces (of these kinds, pinned ones only when asked), in id order."""

@@ -1,0 +1,130 @@
+"""Scope versions (schema v8): per-namespace counters that tell an in-process index whether it is current.
+
+Every case runs on SQLite and PostgreSQL (the contract suite's ``backend`` fixture).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from langmem_tiers.journal.base import SCHEMA_VERSION, Journal, Namespace, NewRecord
+from langmem_tiers.messages import make_message
+from tests import test_journal_contract as contract
+from tests.test_journal_contract import Backend, _append, _ns
+
+# The contract suite's fixtures: every case below runs on SQLite and PostgreSQL.
+pg_url, backend, journal = contract.pg_url, contract.backend, contract.journal
+
+
+def test_inserts_deletes_and_edits_move_their_own_counter(journal: Journal) -> None:
+    a, b = _ns(journal, "a", "u"), _ns(journal, "b", "u")
+    assert journal.scope_versions([a, b, 999_999]) == {a: (0, 0, 0), b: (0, 0, 0)}  # an unknown id is absent
+    assert journal.scope_versions([]) == {}
+    r1, r2, r3 = journal.add_records(a, [NewRecord("turn", f"turn number {i}") for i in range(3)])
+    assert journal.scope_versions([a, b]) == {a: (r3, 0, 0), b: (0, 0, 0)}
+
+    [other] = journal.add_records(b, [NewRecord("fact", "the other session")])
+    assert journal.scope_versions([a]) == {a: (r3, 0, 0)}  # another session's insert is not ours
+    assert journal.scope_versions([b]) == {b: (other, 0, 0)}
+
+    journal.update_record(r1, text="turn number one, edited")
+    assert journal.scope_versions([a])[a] == (r3, 0, 1)
+    # What leaves the indexed text alone moves nothing: importance, pinning, metadata, the same text,
+    # supersession, a memory said again.
+    journal.update_record(r1, importance=0.9, pinned=True, metadata={"x": 1}, message_ids=(4,))
+    journal.update_record(r1, text="turn number one, edited")
+    with journal.write(a) as tx:
+        tx.supersede([r2], 10.0)
+        tx.merge_memory(r2, 0.8, (5,))
+    assert journal.scope_versions([a])[a] == (r3, 0, 1)
+
+    journal.delete_records([r3])  # the newest: the largest id ever inserted stays
+    assert journal.scope_versions([a])[a] == (r3, 1, 1)
+    journal.delete_records([r3])  # already gone: nothing deleted, nothing counted
+    assert journal.scope_versions([a])[a] == (r3, 1, 1)
+    journal.delete_records([r2, other])  # one statement over two sessions counts each its own
+    assert journal.scope_versions([a, b]) == {a: (r3, 2, 1), b: (other, 1, 0)}
+
+    [r4] = journal.add_records(a, [NewRecord("turn", "after the deletes")])
+    assert r4 > r3
+    assert journal.scope_versions([a])[a] == (r4, 2, 1)
+
+
+def test_clear_and_erase_count_their_deletes_and_a_deleted_namespace_is_absent(journal: Journal) -> None:
+    a, b = _ns(journal, "a", "u"), _ns(journal, "b", "u")
+    m0, m1 = (m.id or 0 for m in _append(journal, a, [make_message("user", f"message {i}") for i in range(2)]))
+    _, kept = journal.add_records(a, [NewRecord("turn", "message 0", (m0,)), NewRecord("fact", "message 1", (m1,))])
+    journal.add_records(b, [NewRecord("turn", "b's turn")])
+    journal.erase_messages(a, [m0])
+    assert journal.scope_versions([a])[a] == (kept, 1, 0)
+    journal.clear_session(a)
+    assert journal.scope_versions([a])[a] == (kept, 2, 0)
+    journal.delete_namespaces([a])
+    assert a not in journal.scope_versions([a, b])
+    assert journal.scope_versions([a, b])[b][1:] == (0, 0)
+    assert journal.record_ids_many([a]) == {a: []}
+
+
+def test_record_ids_many_reads_each_namespace_above_its_floor(journal: Journal) -> None:
+    a, b, c = _ns(journal, "a", "u"), _ns(journal, "b", "u"), _ns(journal, "c", "u")
+    ids_a = journal.add_records(a, [NewRecord("turn", f"a{i}") for i in range(4)])
+    ids_b = journal.add_records(b, [NewRecord("turn", f"b{i}") for i in range(3)])
+    more_a = journal.add_records(a, [NewRecord("turn", "a later")])
+    assert journal.record_ids_many([a, b, c]) == {a: ids_a + more_a, b: ids_b, c: []}
+    assert journal.record_ids_many([a, b, c], {a: ids_a[1], b: ids_b[-1]}) == {a: ids_a[2:] + more_a, b: [], c: []}
+    assert journal.record_ids_many([b, b], {b: ids_b[0]}) == {b: ids_b[1:]}
+    assert journal.record_ids_many([]) == {}
+    for ns_id in (a, b):  # the same answer as one record_ids() per namespace
+        assert journal.record_ids_many([ns_id], {ns_id: ids_a[0]})[ns_id] == journal.record_ids(ns_id, ids_a[0])
+
+
+def test_counters_hold_no_text_after_forgetting_a_user(journal: Journal) -> None:
+    before, after = "zanzibar-quokka-4417", "okapi-umbrella-9921"
+    ns_id = _ns(journal, "secret", "erased-user")
+    keep = _ns(journal, "kept", "other-user")
+    [rid] = journal.add_records(ns_id, [NewRecord("fact", f"code word {before}")])
+    journal.update_record(rid, text=f"code word {after}")
+    journal.add_records(ns_id, [NewRecord("fact", f"another {after}")])
+    assert journal.scope_versions([ns_id])[ns_id][2] == 1
+    journal.delete_namespaces([ns_id])
+    assert journal.compact() is True
+    assert journal.residue([before, after, "erased-user"]) == {before: 0, after: 0, "erased-user": 0}
+    assert journal.scope_versions([ns_id, keep]) == {keep: (0, 0, 0)}
+
+
+def test_a_version_7_journal_migrates_with_counters_from_its_records(backend: Backend) -> None:
+    backend.create_at_version(7)  # namespace 1 ('u', '', 'old') with one message
+    scope = ", scope_terms" if backend.name == "sqlite" else ""
+    for i, text in enumerate(["kayaks on the lake", "a second kayak", "a third"]):
+        backend.execute(f"INSERT INTO records (ns, kind, text, created_at{scope}) "
+                        f"VALUES (1, 'turn', ?, ?{', ?' if scope else ''})",
+                        (text, float(i), *(("s1",) if scope else ())))
+    backend.execute("DELETE FROM records WHERE text = 'a third'", ())  # the largest id is gone before the upgrade
+    backend.execute("INSERT INTO namespaces (ns, user_id, agent_id, session_id, created_at) "
+                    "VALUES (2, 'u', '', 'empty', 1.0)", ())
+    backend.execute("INSERT INTO state (ns) VALUES (2)", ())
+    journal = backend.journal()
+    assert journal.integrity_check() == "ok"  # type: ignore[attr-defined]
+    ns_id = journal.namespace_id(Namespace("old", "u"), create=False)
+    assert ns_id == 1
+    ids = journal.record_ids(1)
+    assert len(ids) == 2
+    # Backfilled from the records there: the largest remaining id (the deleted one was never seen).
+    assert journal.scope_versions([1, 2]) == {1: (max(ids), 0, 0), 2: (0, 0, 0)}
+    [new] = journal.add_records(1, [NewRecord("turn", "after the upgrade")])
+    journal.update_record(ids[0], text="kayaks on the lake, edited")
+    journal.delete_records([ids[1]])
+    assert journal.scope_versions([1]) == {1: (new, 1, 1)}
+    assert [h.record_id for h in journal.keyword_search("kayaks", [1], 5)] == [ids[0]]
+    journal.close()
+    backend.set_schema_version(SCHEMA_VERSION)  # reopening at the current version is a no-op
+    assert backend.journal().scope_versions([1]) == {1: (new, 1, 1)}
+
+
+@pytest.mark.parametrize("version", [1, 3])
+def test_older_journals_reach_version_8(backend: Backend, version: int) -> None:
+    backend.create_at_version(version)
+    journal = backend.journal()
+    assert journal.integrity_check() == "ok"  # type: ignore[attr-defined]
+    [rid] = journal.add_records(1, [NewRecord("turn", "kayaks")])
+    assert journal.scope_versions([1]) == {1: (rid, 0, 0)}

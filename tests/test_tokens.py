@@ -75,6 +75,22 @@ def test_counts_match_tiktoken_on_random_text(name: str, monkeypatch: pytest.Mon
     check()
 
 
+def test_count_cache_gives_the_same_counts_and_stays_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Counts of long texts are remembered by digest: asked again, or after the cache turned over, they are
+    exactly tiktoken's; the cache never holds more than its size, and never the text itself."""
+    reference = _reference("cl100k_base", monkeypatch)
+    counter = TiktokenCounter(reference, cache_size=16)
+    texts = [f"{i} " + "the quick brown fox jumps over the lazy dog " * (1 + i % 5) for i in range(60)]
+    for _ in range(3):
+        for text in texts:
+            assert counter.count_text(text) == len(reference.encode(text, disallowed_special=())), text
+    assert len(counter._counts) == 16
+    assert all(isinstance(k, bytes) and len(k) == 16 for k in counter._counts)
+    before = len(counter._counts)
+    assert counter.count_text("short text") == 2  # below the cached length: encoded, not remembered
+    assert len(counter._counts) == before
+
+
 def test_known_values() -> None:
     cl100k = TiktokenCounter.for_model("gpt-4")
     o200k = TiktokenCounter.for_model("gpt-4o")

@@ -88,6 +88,12 @@ class MemoryConfig:
             defaults are what the ablations of BENCHMARKS.md chose on held-apart data (issue 19):
             the time window and "when" boosts on, the names keyword ranking and the second stage
             off (both lowered recall@10 on the tuning half).
+        vector_cache_mb: the byte bound, in MiB, of this process's in-process vector indexes (one per
+            recalled scope: exact float32 up to 20k vectors, int8 HNSW beyond; see
+            :mod:`langmem_tiers.recall.scope_vectors`), all scopes together, least recently used out
+            first. A scope that alone would exceed it is answered by Chroma's filtered query instead.
+            The default (640) holds one million 384-d vectors as int8 HNSW (about 0.6 KB each), so a
+            user with a million stored messages is searched in memory; lower it on a small machine.
         expiry_sweep_s: the periodic sweep erases a user's expired memories at the first write
             after this many seconds since the last sweep (``0``: only ``cleanup()`` erases them;
             they are filtered out either way). See :mod:`langmem_tiers.memory_types.expiry`.
@@ -125,10 +131,11 @@ class MemoryConfig:
     recall_when_boost: float = 0.5
     recall_session_weight: float = 0.0
     recall_session_top: int = 3
+    vector_cache_mb: int = 640
 
     def __post_init__(self) -> None:
         for name in ("context_tokens", "window_tokens", "summary_tokens", "summary_input_tokens",
-                     "max_message_chars", "index_batch_size"):
+                     "max_message_chars", "index_batch_size", "vector_cache_mb"):
             _positive(name, getattr(self, name))
         for name in ("recall_tokens", "recall_k", "profile_tokens", "working_tokens", "skills_k", "summary_history"):
             value = getattr(self, name)

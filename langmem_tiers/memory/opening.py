@@ -57,7 +57,8 @@ def open_backends(path: str | Path, *, config: MemoryConfig, embedder: Embedder 
             retire_old_collection(store, journal, vectors)
         recall = RecallIndex(journal, store, vectors, batch_size=config.index_batch_size,
                              lease_s=config.index_lease_s, owns_store=owns_store,
-                             options=RecallOptions.from_config(config))
+                             options=RecallOptions.from_config(config),
+                             vector_cache_bytes=config.vector_cache_mb * 2**20)
         mode = read_only or mode
         log.info("recall: %s", mode)
         return Backends(journal, recall, mode)

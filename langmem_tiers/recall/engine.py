@@ -35,7 +35,7 @@ from langmem_tiers.recall.fusion import FusionParams, ScoreParts, fuse, set_jacc
 from langmem_tiers.recall.hits import RecallHit
 from langmem_tiers.recall.options import RecallOptions
 from langmem_tiers.recall.query import analyze, has_time_expression
-from langmem_tiers.recall.session_vectors import SessionVectors
+from langmem_tiers.recall.scope_vectors import DEFAULT_MAX_BYTES, ScopeVectors
 from langmem_tiers.recall.vector_store import ChromaStore
 
 log = logging.getLogger(__name__)
@@ -64,7 +64,7 @@ class RecallIndex:
     def __init__(self, journal: Journal, store: ChromaStore | None, embedder: Embedder | None, *,
                  params: FusionParams | None = None, candidates: int = 50, dedupe_threshold: float = 0.85,
                  batch_size: int = 64, lease_s: float = 120.0, owns_store: bool = False,
-                 options: RecallOptions | None = None) -> None:
+                 options: RecallOptions | None = None, vector_cache_bytes: int = DEFAULT_MAX_BYTES) -> None:
         if (store is None) != (embedder is None):
             raise ConfigError("vector recall needs both a Chroma store and an embedder (or neither)")
         self.journal = journal
@@ -88,8 +88,10 @@ class RecallIndex:
         self._fresh_lock = threading.Lock()
         self._indexer: Any = None  # a BackgroundIndexer once rows were queued
         self._uid: str = getattr(journal, "uid", "")
-        self._session_vectors = (
-            SessionVectors(journal, store, self.vector_id, self._record_id) if store is not None else None
+        # Per-scope vector indexes (exact, or HNSW when large), bounded in bytes: see scope_vectors.py.
+        self._scope_vectors = (
+            ScopeVectors(journal, store, self.vector_id, self._record_id, max_bytes=vector_cache_bytes)
+            if store is not None else None
         )
 
     # --- background indexing ---------------------------------------------------
@@ -214,8 +216,8 @@ class RecallIndex:
                     [self._metadata(r, ns_of[r.namespace]) for r in fresh]))
             except Exception as e:
                 return self._failed_all(items, e)
-            if self._session_vectors is not None:
-                self._session_vectors.invalidate(fresh)
+            if self._scope_vectors is not None:
+                self._scope_vectors.invalidate([(ns_of[r.namespace], r.id) for r in fresh])
         self.last_error = next(iter(failed.values()), None)
         return failed
 
@@ -304,24 +306,19 @@ class RecallIndex:
             try:
                 (vector,) = yield Embed([query])
                 query_vector = vector
-                if scope.kind == "session" and self._session_vectors is not None:
-                    # Exact search over the session's own vectors (see session_vectors.py).
-                    cache = self._session_vectors
-                    found = yield Blocking(lambda: cache.search(ns_ids[0], scope.namespace, vector, want))
+                # The scope's in-process index (one search, whatever the number of sessions); Chroma's
+                # filtered query when it declines (the scope does not fit its byte bound) or for kinds
+                # beyond a session (a session's other kinds are dropped when the records load).
+                found: list[tuple[int, float]] | None = None
+                cache = self._scope_vectors
+                if cache is not None and (scope.kind == "session" or not kinds):
+                    found = yield Blocking(lambda: cache.search(ns_ids, vector, want))
+                if found is not None:
                     scored = [(str(rid), sim) for rid, sim in found]
                 else:
-                    # The user's (or agent's) sessions from in-process copies while they fit; else Chroma.
-                    many = None
-                    if self._session_vectors is not None and not kinds:
-                        cache = self._session_vectors
-                        many = yield Blocking(lambda: cache.search_many(namespaces, vector, want))
-                    if many is not None:
-                        scored = [(str(rid), sim) for rid, sim in many]
-                    else:
-                        where = self.where_ns(ns_ids, kinds)
-                        hits = yield Blocking(lambda: store.query(vector, want, where))
-                        scored = [(str(rid), h.similarity) for h in hits
-                                  if (rid := self._record_id(h.id)) is not None]
+                    where = self.where_ns(ns_ids, kinds)
+                    hits = yield Blocking(lambda: store.query(vector, want, where))
+                    scored = [(str(rid), h.similarity) for h in hits if (rid := self._record_id(h.id)) is not None]
                 # Rows of this scope not indexed yet: an exact search over just those few.
                 pending = yield Blocking(lambda: self.journal.pending_records(ns_ids, PENDING_EXACT))
                 if kinds:
@@ -355,9 +352,9 @@ class RecallIndex:
             chosen_ids = [n for n, _ in chosen]
             stage_kw = yield Blocking(lambda: self.journal.keyword_search(query, chosen_ids, want, kinds))
             extra.append(([str(h.record_id) for h in stage_kw], opts.session_weight))
-            if query_vector is not None and self._session_vectors is not None and not kinds:
-                cache = self._session_vectors
-                stage_vec = yield Blocking(lambda: cache.search_many(chosen, query_vector, want))
+            if query_vector is not None and self._scope_vectors is not None and not kinds:
+                stage_cache = self._scope_vectors
+                stage_vec = yield Blocking(lambda: stage_cache.search_each(chosen_ids, query_vector, want))
                 if stage_vec is not None:
                     extra.append(([str(rid) for rid, _ in stage_vec], opts.session_weight))
             more = [c for ids, _ in extra for c in ids if c not in by_id]

@@ -1,0 +1,523 @@
+"""Vector search over one scope's records (a session, or a user's or agent's sessions) from an in-process index.
+
+Chroma's filtered queries scan metadata and grow with the whole collection (about 44 ms at 50k
+records on 2 cores, ``benchmarks/chroma_filter.py``), while an unfiltered query takes 3 ms. So the
+vectors of a scope are fetched from Chroma once, kept in memory and searched here:
+
+* **One entry per scope**, keyed by the scope's set of namespace ids: a session scope is one id, a
+  user scope all the user's sessions (a user with one session: the same key, one entry). Searching a
+  user's 1,000 sessions is one search over one entry. A scope that grew (the user opened a new
+  session) takes over the cached entry of its largest cached sub-scope instead of fetching all again.
+* **Small entries are exact**: a float32 matrix searched with one product, up to ``HNSW_FROM``
+  vectors (the evaluation's haystacks all stay here: their results are exactly what they were).
+  Larger entries are an HNSW graph from ``usearch`` (cosine, int8, parameters chosen by
+  ``benchmarks/vector_index.py`` on real MiniLM vectors): about 0.6 KB per vector instead of 1.5 KB,
+  and a search that does not grow with the scope. An entry stays HNSW once it became one.
+* **One freshness check per query** for the whole entry: ``Journal.scope_versions`` gives per
+  namespace the largest record id ever inserted, the records deleted and the texts edited so far.
+  Records above the entry's last id are fetched incrementally; when the deleted count moved, the
+  namespace's current ids are diffed against the entry's and the gone ones removed (an erased
+  record never comes back from the index, and a million-vector entry is never rebuilt for one
+  deletion); when the edited count moved, the namespace's vectors are fetched again and changed
+  rows replaced. Records that had no vector yet when fetched are looked up again on every query
+  (another process may embed them); :meth:`ScopeVectors.invalidate` marks records this process
+  re-embedded. An entry describes exactly the ids it read: ids above the checked version wait for
+  the next query, so no id is ever fetched twice (Chroma refuses a request that repeats one).
+* **A byte bound for all entries together** (``MemoryConfig.vector_cache_mb``), least recently used
+  first. A scope whose vectors alone would exceed it gets no entry (``search`` returns ``None``: the
+  caller queries Chroma with a filter), and a new entry evicts others only when it was asked for
+  more often than each of them (a frequency count halved every ``DECAY_EVERY`` lookups): with many
+  active scopes that do not fit together, the hot ones stay and the others use Chroma's filtered
+  query, instead of every query fetching a scope's vectors again (thrash).
+
+Nothing is written to disk: erased vectors leave memory with the next query of their scope, and
+the process's copy dies with it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from langmem_tiers.journal.base import Journal
+from langmem_tiers.recall.vector_store import ChromaStore
+
+log = logging.getLogger(__name__)
+
+# Entries of more vectors than this are HNSW graphs; up to it, exact matrices. Chosen by
+# benchmarks/vector_index.py: exact search of 20k 384-d vectors costs about as much as the HNSW
+# search (and the query embedding dwarfs both), and every evaluation haystack stays below it.
+HNSW_FROM = 20_000
+# usearch parameters (benchmarks/vector_index.py, real MiniLM vectors): see the module docstring.
+HNSW_CONNECTIVITY = 16
+HNSW_EXPANSION_ADD = 64
+HNSW_EXPANSION_SEARCH = 128
+DEFAULT_MAX_BYTES = 640 * 2**20  # MemoryConfig.vector_cache_mb's default: 1M 384-d vectors as int8 HNSW
+FETCH_CHUNK = 4096  # vectors read from Chroma per request (a 1M build never holds them all as float32)
+DECAY_EVERY = 1024  # lookups between halvings of the admission counts
+HOT_WINDOW = 256  # an entry used within this many lookups is not pushed out by a scope asked for less often
+EDIT_RECHECK_S = 1.0  # while an edited namespace still has rows to index: re-read it at most this often
+SAME_VECTOR = 0.99  # cosine above which a re-fetched vector is the one an HNSW entry holds (int8 rounding)
+
+Versions = tuple[int, int, int]  # (largest record id ever inserted, deleted so far, texts edited so far)
+
+
+def hnsw_bytes_per_vector(dim: int, connectivity: int = HNSW_CONNECTIVITY) -> int:
+    """Resident bytes of one vector in an int8 HNSW entry: the vector, its base-layer links, key and
+    bookkeeping (measured: about 650 bytes at 384-d; benchmarks/vector_index.py), and its known id."""
+    return dim + 8 * connectivity + 64 + 8
+
+
+def exact_bytes_per_vector(dim: int) -> int:
+    """Bytes of one vector in an exact entry: float32 row, its id, and its known id."""
+    return 4 * dim + 16
+
+
+class _ExactRows:
+    """A float32 matrix of normalized rows and their record ids; replaced, never changed in place."""
+
+    def __init__(self) -> None:
+        import numpy as np
+
+        self.ids: Any = np.empty(0, dtype=np.int64)
+        self.matrix: Any = np.empty((0, 0), dtype=np.float32)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.ids.nbytes + self.matrix.nbytes)
+
+    def add(self, ids: Any, matrix: Any) -> None:
+        import numpy as np
+
+        if not len(ids):
+            return
+        if len(self.ids):
+            self.remove(ids)  # a re-fetched id replaces its row
+        if not len(self.ids):
+            # An empty side has no known width ((0, 0)): concatenating it with (n, 384) raises.
+            self.ids, self.matrix = ids, matrix
+        else:
+            self.ids, self.matrix = np.concatenate([self.ids, ids]), np.concatenate([self.matrix, matrix])
+
+    def remove(self, ids: Any) -> None:
+        import numpy as np
+
+        if len(self.ids) and len(ids):
+            keep = ~np.isin(self.ids, ids)
+            if not keep.all():
+                self.ids, self.matrix = self.ids[keep], self.matrix[keep]
+
+    def search(self, q: Any, k: int) -> list[tuple[int, float]]:
+        import numpy as np
+
+        if not len(self.ids):
+            return []
+        scores = self.matrix @ q
+        top = np.argpartition(-scores, min(k, len(scores)) - 1)[:k] if len(scores) > k else np.arange(len(scores))
+        top = top[np.argsort(-scores[top])]
+        return [(int(self.ids[i]), float(scores[i])) for i in top]
+
+
+class _HnswRows:
+    """An int8 cosine HNSW graph (usearch) keyed by record id."""
+
+    def __init__(self, dim: int, connectivity: int, expansion_add: int, expansion_search: int) -> None:
+        from usearch.index import Index
+
+        self.dim = dim
+        self.connectivity = connectivity
+        self.index = Index(ndim=dim, metric="cos", dtype="i8", connectivity=connectivity,
+                           expansion_add=expansion_add, expansion_search=expansion_search)
+
+    def __len__(self) -> int:
+        return int(self.index.size)
+
+    @property
+    def nbytes(self) -> int:
+        return len(self) * (hnsw_bytes_per_vector(self.dim, self.connectivity) - 8)
+
+    def add(self, ids: Any, matrix: Any) -> None:
+        import numpy as np
+
+        if not len(ids):
+            return
+        keys = np.asarray(ids, dtype=np.uint64)
+        present = np.asarray(self.index.contains(keys), dtype=bool).reshape(-1)
+        if present.any():
+            # A re-fetched id replaces its vector only when it changed (an edit re-reads a whole
+            # namespace: re-linking a million unchanged vectors would take minutes). The stored int8
+            # vector is within ~0.003 of the original's direction; an edited text moves far more.
+            stored = np.asarray(self.index.get(keys[present], dtype=np.float32), dtype=np.float32)
+            stored /= np.maximum(np.linalg.norm(stored, axis=1, keepdims=True), 1e-12)
+            changed = np.einsum("ij,ij->i", stored, matrix[present]) < SAME_VECTOR
+            replace = keys[present][changed]
+            if len(replace):
+                self.index.remove(replace)
+            take = ~present
+            take[np.flatnonzero(present)[changed]] = True
+            keys, matrix = keys[take], matrix[take]
+        if len(keys):
+            self.index.add(keys, matrix)
+
+    def remove(self, ids: Any) -> None:
+        import numpy as np
+
+        if len(ids) and len(self):
+            keys = np.asarray(ids, dtype=np.uint64)
+            present = keys[np.asarray(self.index.contains(keys), dtype=bool).reshape(-1)]
+            if len(present):
+                self.index.remove(present)
+
+    def search(self, q: Any, k: int) -> list[tuple[int, float]]:
+        if not len(self):
+            return []
+        found = self.index.search(q, k)
+        # usearch's cosine distance is 1 - similarity (of the int8 vectors: within ~0.01 of the exact one).
+        return [(int(key), 1.0 - float(d)) for key, d in zip(found.keys, found.distances)]
+
+
+@dataclass(eq=False)
+class _Entry:
+    key: frozenset[int]
+    versions: dict[int, Versions]  # per namespace, as of the last sync
+    known: dict[int, Any]  # per namespace: the sorted record ids read from the journal (int64)
+    rows: _ExactRows | _HnswRows = field(default_factory=_ExactRows)
+    missing: set[int] = field(default_factory=set)  # known ids without a vector when fetched (not embedded yet)
+    stale: set[int] = field(default_factory=set)  # ids re-embedded in this process since fetched
+    edit_checked: dict[int, float] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    used_at: int = 0  # the lookup clock when last searched
+
+    @property
+    def nbytes(self) -> int:
+        return self.rows.nbytes + 8 * sum(len(v) for v in self.known.values())
+
+
+@dataclass
+class _Declined:
+    versions: dict[int, Versions]
+    count: int  # the scope's record count when declined
+
+
+class ScopeVectors:
+    """Per-scope vector indexes (exact or HNSW) kept in step with the journal, bounded in bytes.
+
+    Args:
+        journal / store: where the records and their vectors live.
+        vector_id / record_id: the engine's mapping between record ids and Chroma ids.
+        max_bytes: the bound for all entries together (``MemoryConfig.vector_cache_mb``).
+        hnsw_from: entries of more vectors than this become HNSW graphs (tests lower it).
+        connectivity / expansion_add / expansion_search: the HNSW parameters.
+    """
+
+    def __init__(self, journal: Journal, store: ChromaStore, vector_id: Callable[[int], str],
+                 record_id: Callable[[str], int | None], *, max_bytes: int = DEFAULT_MAX_BYTES,
+                 hnsw_from: int = HNSW_FROM, connectivity: int = HNSW_CONNECTIVITY,
+                 expansion_add: int = HNSW_EXPANSION_ADD, expansion_search: int = HNSW_EXPANSION_SEARCH) -> None:
+        self.journal = journal
+        self.store = store
+        self._vector_id = vector_id
+        self._record_id = record_id
+        self.max_bytes = max_bytes
+        self.hnsw_from = hnsw_from
+        self._hnsw = (connectivity, expansion_add, expansion_search)
+        self._has_usearch = importlib.util.find_spec("usearch") is not None
+        self._cache: OrderedDict[frozenset[int], _Entry] = OrderedDict()
+        self._declined: dict[frozenset[int], _Declined] = {}
+        self._asks: dict[frozenset[int], int] = {}
+        self._clock = 0  # lookups so far
+        self._lock = threading.Lock()  # the cache, the admission counts and every entry's ``stale``
+        self._building: dict[frozenset[int], threading.Lock] = {}
+
+    # --- search -------------------------------------------------------------------
+
+    def search(self, ns_ids: Iterable[int], query: Sequence[float], k: int) -> list[tuple[int, float]] | None:
+        """Record ids and cosine similarities of the ``k`` nearest vectors of a scope, nearest first.
+
+        ``ns_ids`` are the scope's namespace ids. ``None`` when the scope gets no entry here (its
+        vectors would not fit the byte bound, or hotter scopes hold it): ask Chroma with a filter.
+        """
+        import numpy as np
+
+        key = frozenset(ns_ids)
+        if not key or k <= 0:
+            return []
+        q = np.asarray(query, dtype=np.float32)
+        q /= max(float(np.linalg.norm(q)), 1e-12)
+        self._count_ask(key)
+        versions = scope_versions(self.journal, sorted(key))  # the one freshness check of this query
+        entry = self._entry(key, versions, len(q))
+        if entry is None:
+            return None
+        with entry.lock:
+            self._sync(entry, versions)
+            found = entry.rows.search(q, k)
+        self._bound(entry)
+        return found
+
+    def search_each(self, ns_ids: Sequence[int], query: Sequence[float], k: int) -> list[tuple[int, float]] | None:
+        """The ``k`` nearest over a few sessions searched one by one (their session entries), merged.
+
+        For a handful of sessions picked per query (the second stage of user-scope recall): their
+        union is a new set every time and would fill the cache with one-off entries.
+        """
+        found: list[tuple[int, float]] = []
+        for ns_id in ns_ids:
+            hits = self.search([ns_id], query, k)
+            if hits is None:
+                return None
+            found += hits
+        found.sort(key=lambda p: -p[1])
+        return found[:k]
+
+    def invalidate(self, records: Iterable[tuple[int, int]]) -> None:
+        """Mark ``(namespace id, record id)`` pairs this process (re-)embedded just now: an entry that
+        holds an older vector of one fetches it again on its next query. A record newer than an entry
+        is found through the journal's versions; one that had no vector when fetched is looked up
+        again anyway."""
+        import numpy as np
+
+        by_ns: dict[int, list[int]] = {}
+        for ns_id, record_id in records:
+            by_ns.setdefault(ns_id, []).append(record_id)
+        if not by_ns:
+            return
+        with self._lock:
+            for entry in self._cache.values():
+                for ns_id in by_ns.keys() & entry.key:
+                    known = entry.known.get(ns_id)
+                    if known is None or not len(known):
+                        continue
+                    ids = np.asarray(by_ns[ns_id], dtype=np.int64)
+                    entry.stale.update(int(i) for i in ids[np.isin(ids, known)])
+
+    def stats(self) -> dict[str, int]:
+        """Entries held, their vectors and bytes (for the benchmarks)."""
+        with self._lock:
+            entries = list(self._cache.values())
+        return {"entries": len(entries), "vectors": sum(len(e.rows) for e in entries),
+                "hnsw_entries": sum(isinstance(e.rows, _HnswRows) for e in entries),
+                "bytes": sum(e.nbytes for e in entries), "max_bytes": self.max_bytes}
+
+    # --- entries --------------------------------------------------------------------
+
+    def _count_ask(self, key: frozenset[int]) -> None:
+        with self._lock:
+            self._asks[key] = self._asks.get(key, 0) + 1
+            self._clock += 1
+            if self._clock % DECAY_EVERY == 0:
+                self._asks = {k: n // 2 for k, n in self._asks.items() if n // 2 or k in self._cache}
+
+    def _entry(self, key: frozenset[int], versions: dict[int, Versions], dim: int) -> _Entry | None:
+        with self._lock:
+            entry = self._cache.get(key)
+            if entry is not None:
+                self._cache.move_to_end(key)
+                entry.used_at = self._clock
+                return entry
+            building = self._building.setdefault(key, threading.Lock())
+        # One admission per scope at a time: concurrent cold queries wait for the first one's entry
+        # (whose lock they then wait on while it is filled).
+        with building:
+            with self._lock:
+                entry = self._cache.get(key)
+                if entry is not None:
+                    self._cache.move_to_end(key)
+                    entry.used_at = self._clock
+                    return entry
+            entry = self._admit(key, versions, dim)
+            with self._lock:
+                self._building.pop(key, None)
+                if entry is not None:
+                    entry.used_at = self._clock
+                    self._cache[key] = entry
+            return entry
+
+    def _admit(self, key: frozenset[int], versions: dict[int, Versions], dim: int) -> _Entry | None:
+        """A new (empty, or taken over) entry for a scope, or ``None`` when it should not be held."""
+        declined = self._declined.get(key)
+        if declined is not None:
+            # Without reading the journal again: at least this many records remain.
+            count = declined.count - sum(max(0, versions.get(n, (0, 0, 0))[1] - v[1])
+                                         for n, v in declined.versions.items())
+        else:
+            count = sum(self.journal.record_stats(n)[0] for n in key)
+        need = self._bytes_for(count, dim)
+        if need > self.max_bytes or (count > self.hnsw_from and not self._has_usearch):
+            if declined is None:
+                log.info("a scope of %d vectors (~%d MiB) exceeds the vector cache (%d MiB%s): Chroma answers it",
+                         count, need >> 20, self.max_bytes >> 20,
+                         "" if self._has_usearch else "; usearch is not installed")
+                self._declined[key] = _Declined(dict(versions), count)
+            return None
+        adopted = self._adopt(key)
+        if adopted is not None:
+            self._declined.pop(key, None)
+            return adopted
+        with self._lock:
+            held = sum(e.nbytes for e in self._cache.values())
+            victims: list[frozenset[int]] = []
+            for k, e in self._cache.items():  # least recently used first
+                if held + need <= self.max_bytes:
+                    break
+                victims.append(k)
+                held -= e.nbytes
+            asks = self._asks.get(key, 0)
+            if any(self._clock - self._cache[v].used_at < HOT_WINDOW and self._asks.get(v, 0) >= asks
+                   for v in victims):
+                # A scope it would push out is in use and asked for at least as often: keep it (no thrash).
+                self._declined[key] = _Declined(dict(versions), count)
+                return None
+            for v in victims:
+                del self._cache[v]
+        self._declined.pop(key, None)
+        return _Entry(key, {}, {})
+
+    def _adopt(self, key: frozenset[int]) -> _Entry | None:
+        """The cached entry of the largest sub-scope of ``key``, taken over (HNSW) or shared (exact
+        rows are never changed in place); the sync adds the namespaces it lacks."""
+        with self._lock:
+            subs = [e for k, e in self._cache.items() if k < key and len(e.rows)]
+            if not subs:
+                return None
+            best = max(subs, key=lambda e: len(e.rows))
+            if isinstance(best.rows, _HnswRows):
+                del self._cache[best.key]  # a graph is not copied: the smaller scope builds again if asked
+            stale = set(best.stale)
+        with best.lock:
+            rows = best.rows
+            taken = _Entry(key, dict(best.versions), dict(best.known), rows, set(best.missing), stale,
+                           dict(best.edit_checked))
+            if isinstance(rows, _ExactRows):
+                taken.rows = _ExactRows()
+                taken.rows.ids, taken.rows.matrix = rows.ids, rows.matrix
+            else:
+                # A query that took the old entry before it left the cache starts from empty, in its own rows.
+                best.rows, best.versions, best.known, best.missing = _ExactRows(), {}, {}, set()
+            return taken
+
+    def _bytes_for(self, count: int, dim: int) -> int:
+        per = exact_bytes_per_vector(dim) if count <= self.hnsw_from else hnsw_bytes_per_vector(dim, self._hnsw[0])
+        return count * per
+
+    def _bound(self, entry: _Entry) -> None:
+        """Keep all entries within the byte bound after ``entry`` grew: the least recently used go
+        first; an entry that alone exceeds the bound is dropped (its scope then goes to Chroma)."""
+        with self._lock:
+            if self._cache.get(entry.key) is not entry:
+                return
+            if entry.nbytes > self.max_bytes:
+                del self._cache[entry.key]
+                self._declined[entry.key] = _Declined(dict(entry.versions), len(entry.rows))
+                log.info("a scope grew past the vector cache (%d MiB): Chroma answers it", self.max_bytes >> 20)
+                return
+            total = sum(e.nbytes for e in self._cache.values())
+            for k in list(self._cache):
+                if total <= self.max_bytes:
+                    break
+                if k != entry.key:
+                    total -= self._cache.pop(k).nbytes
+
+    # --- keeping an entry current ---------------------------------------------------------
+
+    def _sync(self, entry: _Entry, versions: dict[int, Versions]) -> None:
+        """Bring an entry (its lock held) to ``versions``, read just before."""
+        import numpy as np
+
+        wanted: list[Any] = []  # record ids to fetch: new, and below the missing and stale ones
+        for ns_id in sorted(entry.key):
+            old = entry.versions.get(ns_id, (0, 0, 0))
+            now = versions.get(ns_id, (0, 0, 0))
+            if now == old:
+                continue
+            known = entry.known.get(ns_id, np.empty(0, dtype=np.int64))
+            if now[1] != old[1] or now[0] < old[0]:
+                # Deleted since: diff the namespace's ids; the gone ones leave the index (never a rebuild).
+                current = _ids_upto(self.journal.record_ids(ns_id), now[0])
+                gone = np.setdiff1d(known, current, assume_unique=True)
+                if len(gone):
+                    entry.rows.remove(gone)
+                    entry.missing.difference_update(int(i) for i in gone)
+                    with self._lock:
+                        entry.stale.difference_update(int(i) for i in gone)
+                wanted.append(np.setdiff1d(current, known, assume_unique=True))
+                entry.known[ns_id] = current
+            elif now[0] > old[0]:
+                # Only additions. Ids above the version read wait for the next query: an entry describes
+                # exactly the ids it read, so none is ever fetched twice.
+                new = _ids_upto(self.journal.record_ids(ns_id, after=old[0]), now[0])
+                wanted.append(new)
+                entry.known[ns_id] = np.concatenate([known, new]) if len(known) else new
+            edited = now[2]
+            if now[2] != old[2]:
+                # A text was edited: its new vector is in Chroma only once an indexer re-embedded it.
+                # While the namespace has rows to index, it is read again (at most every EDIT_RECHECK_S).
+                pending = self.journal.outbox_count([ns_id]) > 0
+                stamp = time.monotonic()
+                if not pending or stamp - entry.edit_checked.get(ns_id, -EDIT_RECHECK_S) >= EDIT_RECHECK_S:
+                    entry.edit_checked[ns_id] = stamp
+                    wanted.append(entry.known.get(ns_id, np.empty(0, dtype=np.int64)))
+                if pending:
+                    edited = old[2]
+            entry.versions[ns_id] = (now[0], now[1], edited)
+        with self._lock:
+            extra = entry.missing | entry.stale
+            entry.stale = set()
+        if extra:
+            wanted.append(np.fromiter(sorted(extra), dtype=np.int64))
+        ids = np.unique(np.concatenate(wanted)) if wanted else np.empty(0, dtype=np.int64)
+        if len(ids):
+            self._fetch(entry, ids)
+
+    def _fetch(self, entry: _Entry, ids: Any) -> None:
+        """Read ``ids``' vectors from Chroma in chunks into the entry (an HNSW entry never holds them all
+        as float32); the ids Chroma lacks stay missing."""
+        import numpy as np
+
+        found_all: set[int] = set()
+        for start in range(0, len(ids), FETCH_CHUNK):
+            chunk = ids[start:start + FETCH_CHUNK]
+            found, matrix = self.store.embeddings([self._vector_id(int(r)) for r in chunk])
+            if not len(found):
+                continue
+            got = np.array([self._record_id(v) for v in found], dtype=np.int64)
+            matrix = matrix / np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
+            matrix = matrix.astype(np.float32, copy=False)
+            found_all.update(int(i) for i in got)
+            if isinstance(entry.rows, _ExactRows) and len(entry.rows) + len(got) > self.hnsw_from \
+                    and self._has_usearch:
+                graph = _HnswRows(matrix.shape[1], *self._hnsw)
+                graph.add(entry.rows.ids, entry.rows.matrix)
+                entry.rows = graph
+            entry.rows.add(got, matrix)
+        entry.missing = (entry.missing | {int(i) for i in ids}) - found_all
+
+
+def _ids_upto(ids: Iterable[int], last: int) -> Any:
+    import numpy as np
+
+    out = np.fromiter(ids, dtype=np.int64)
+    return out[out <= last]
+
+
+def scope_versions(journal: Journal, ns_ids: Sequence[int]) -> dict[int, Versions]:
+    """``Journal.scope_versions`` when the journal has it; until then a stand-in from ``record_stats``
+    (largest id, and the record count in the deleted slot: any count change diffs the ids, which
+    finds additions and deletions alike; edits are not seen, as before)."""
+    method = getattr(journal, "scope_versions", None)
+    if method is not None:
+        return dict(method(ns_ids))
+    out: dict[int, Versions] = {}
+    for ns_id in ns_ids:
+        count, max_id = journal.record_stats(ns_id)
+        out[ns_id] = (max_id, count, 0)
+    return out

@@ -1,0 +1,327 @@
+"""The per-scope vector indexes agree with Chroma as records come and go, exact and HNSW alike."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from langmem_tiers import MemoryConfig, TieredMemory, WordCounter
+from langmem_tiers.embedders.callable import CallableEmbedder
+from langmem_tiers.journal.base import Scope
+from langmem_tiers.recall.scope_vectors import HOT_WINDOW, ScopeVectors
+
+DIM = 32
+
+
+def _vectors(texts: list[str]) -> list[list[float]]:
+    out = []
+    for text in texts:
+        seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
+        v = np.random.default_rng(seed).standard_normal(DIM)
+        out.append((v / np.linalg.norm(v)).tolist())
+    return out
+
+
+def _open(path: Path, session: str = "s") -> TieredMemory:
+    config = MemoryConfig(context_tokens=400, window_tokens=60, summary_tokens=20, recall_tokens=100)
+    return TieredMemory.open(path, session_id=session, user_id="u", config=config, counter=WordCounter(),
+                             embedder=CallableEmbedder(_vectors, dimension=DIM, key="test:hash32"))
+
+
+def _cache(memory: TieredMemory) -> ScopeVectors:
+    assert memory.recall is not None
+    cache = memory.recall._scope_vectors
+    assert cache is not None
+    return cache
+
+
+def _small_index(memory: TieredMemory, **kwargs: Any) -> ScopeVectors:
+    """Swap in an index whose entries become HNSW graphs from ``hnsw_from`` vectors (default 16)."""
+    assert memory.recall is not None
+    assert memory.recall.store is not None
+    kwargs.setdefault("hnsw_from", 16)
+    cache = ScopeVectors(memory.journal, memory.recall.store, memory.recall.vector_id, memory.recall._record_id,
+                         **kwargs)
+    memory.recall._scope_vectors = cache
+    return cache
+
+
+def _exact(memory: TieredMemory, ns_ids: list[int], query: str, k: int) -> list[int]:
+    """Brute force over what Chroma holds for these namespaces."""
+    assert memory.recall is not None
+    assert memory.recall.store is not None
+    ids = [r.id for r in memory.journal.scoped_records(ns_ids)]
+    found, matrix = memory.recall.store.embeddings([memory.recall.vector_id(i) for i in ids])
+    scores = matrix @ np.asarray(_vectors([query])[0], dtype=np.float32)
+    order = np.argsort(-scores)[:k]
+    return [int(found[i].rsplit(":", 1)[1]) for i in order]
+
+
+def _top(cache: ScopeVectors, ns_ids: list[int], query: str, k: int) -> list[int]:
+    found = cache.search(ns_ids, _vectors([query])[0], k)
+    assert found is not None
+    return [r for r, _ in found]
+
+
+def _count_fetches(cache: ScopeVectors) -> list[int]:
+    """Instrument the real store: the number of ids of each ``embeddings`` call."""
+    calls: list[int] = []
+    real = cache.store.embeddings
+
+    def counted(ids: Any) -> Any:
+        calls.append(len(ids))
+        return real(ids)
+
+    cache.store = _Wrapped(cache.store, embeddings=counted)  # type: ignore[assignment]
+    return calls
+
+
+class _Wrapped:
+    def __init__(self, inner: Any, **overrides: Any) -> None:
+        self._inner = inner
+        self.__dict__.update(overrides)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def test_session_search_is_exact_and_follows_changes(tmp_path: Path) -> None:
+    with _open(tmp_path) as memory, memory.for_session("other") as other:
+        for i in range(20):
+            memory.add("user", f"fact number {i} about topic {i % 5}")
+            memory.add("assistant", f"noted fact {i}")
+            other.add("user", f"other session fact {i}")
+        memory.flush()
+        other.flush()
+        cache = _cache(memory)
+        ns = [memory._ns_id]
+        query = "fact number 3 about topic 3"
+        assert _top(cache, ns, query, 5) == _exact(memory, ns, query, 5)
+        # Additions are picked up incrementally, deletions by a diff, other sessions never leak in.
+        for i in range(20, 26):
+            memory.add("user", f"fact number {i} about topic {i % 5}")
+        memory.flush()
+        assert _top(cache, ns, query, 8) == _exact(memory, ns, query, 8)
+        first = memory.journal.record_ids(ns[0])[0]
+        memory.forget(first)
+        after = _top(cache, ns, query, 50)
+        assert first not in after
+        assert after == _exact(memory, ns, query, 50)
+        other_ids = set(other.journal.record_ids(other._ns_id))
+        assert not other_ids & set(after)
+        assert cache.stats()["hnsw_entries"] == 0  # small entries stay exact
+
+
+def test_a_record_embedded_later_by_another_process_is_found(tmp_path: Path) -> None:
+    """Handle A indexes the session before a record is embedded; handle B (standing in for another
+    process: its own journal connection and recall index on the same Chroma store) embeds it; A's
+    next query must see it, though no record was added or deleted since."""
+    a = _open(tmp_path)
+    assert a.recall is not None
+    b = TieredMemory.open(tmp_path, session_id="s", user_id="u", config=a.config, counter=WordCounter(),
+                          embedder=a.recall.embedder, chroma=a.recall.store)
+    try:
+        a.add("user", "alpha beta gamma")
+        a.add("assistant", "ok")
+        a.flush()
+        a.search("alpha", k=1, scope="session")  # A's entry is current
+        a.add("user", "delta epsilon zeta unique words")
+        a.add("assistant", "noted")
+        a.search("delta epsilon zeta unique words", k=5, scope="session")  # read while not embedded yet
+        assert b.recall is not None
+        b.flush()  # B embeds the new turn; A is not told
+        hits = a.search("delta epsilon zeta unique words", k=5, scope="session")
+        mine = next(h for h in hits if "delta" in h.text)
+        assert mine.parts["vector_rank"] is not None
+    finally:
+        b.close()
+        a.close()
+
+
+def test_records_added_while_an_entry_is_read_are_fetched_once(tmp_path: Path) -> None:
+    """Another process adds a turn between the freshness check and the id list (a race the
+    four-process PostgreSQL test hit): the next incremental fetch must not ask Chroma for an id twice
+    (Chroma refuses the whole request, and recall silently fell back to keywords)."""
+    a = _open(tmp_path)
+    assert a.recall is not None
+    b = TieredMemory.open(tmp_path, session_id="s", user_id="u", config=a.config, counter=WordCounter(),
+                          embedder=a.recall.embedder, chroma=a.recall.store)
+    try:
+        for i in range(3):
+            a.add("user", f"first fact {i} about rivers")
+            a.add("assistant", f"noted river {i}")
+        a.flush()
+        cache = _cache(a)
+        journal: Any = cache.journal
+        check = "scope_versions" if hasattr(journal, "scope_versions") else "record_stats"
+        real_check = getattr(journal, check)
+        raced: list[bool] = []
+
+        def check_then_race(*args: Any) -> Any:
+            versions = real_check(*args)
+            if not raced:
+                raced.append(True)
+                b.add("user", "raced fact about mountains")  # lands after the check, before the id list
+                b.add("assistant", "noted mountains")  # not embedded yet: the entry lists it as missing
+            return versions
+
+        setattr(journal, check, check_then_race)
+        try:
+            a.search("rivers", k=3, scope="session")
+        finally:
+            setattr(journal, check, real_check)
+        a.add("user", "later fact about deserts")
+        a.add("assistant", "noted deserts")
+        a.flush()
+        hits = a.search("raced fact about mountains", k=8, scope="session")
+        assert a.recall.last_error is None
+        assert any("mountains" in h.text and h.parts["vector_rank"] is not None for h in hits)
+        assert all(h.parts["vector_rank"] is not None for h in hits)
+    finally:
+        b.close()
+        a.close()
+
+
+def test_user_scope_of_many_sessions_is_one_entry_with_the_exact_top_hits(tmp_path: Path) -> None:
+    with _open(tmp_path) as memory:
+        handles = [memory.for_session(f"s{i}") for i in range(12)]
+        try:
+            for i, h in enumerate(handles):
+                for j in range(3):
+                    h.add("user", f"session {i} says fact {j} about topic {(i + j) % 7}")
+                    h.add("assistant", f"noted {i} {j}")
+                h.flush()
+            memory.add("user", "the live session fact about topic 3")
+            memory.add("assistant", "noted")
+            memory.flush()
+            cache = _cache(memory)
+            ns_ids = [n for n, _ in memory.journal.namespaces(Scope("user", memory.namespace))]
+            assert len(ns_ids) == 13
+            query = "session 4 says fact 2 about topic 6"
+            fetches = _count_fetches(cache)
+            assert _top(cache, ns_ids, query, 10) == _exact(memory, ns_ids, query, 10)
+            assert cache.stats()["entries"] == 1
+            assert len(fetches) == 1  # the whole scope in one read, not one per session
+            planted = "user: session 4 says fact 2 about topic 6\nassistant: noted 4 2"  # a record's own vector
+            hits = memory.search(planted, k=3, scope="user")
+            assert hits[0].text == planted
+            assert hits[0].parts["vector_rank"] is not None
+            assert cache.stats()["entries"] == 1  # search() asked for the same scope: no second entry
+            # A new session of the user: the scope's entry is taken over, only the new session is read.
+            with memory.for_session("s-new") as new:
+                new.add("user", "a brand new session about topic 9")
+                new.add("assistant", "noted")
+                new.flush()
+            fetches.clear()
+            wider = [n for n, _ in memory.journal.namespaces(Scope("user", memory.namespace))]
+            assert _top(cache, wider, "a brand new session about topic 9", 5) == \
+                _exact(memory, wider, "a brand new session about topic 9", 5)
+            assert sum(fetches) == 1
+        finally:
+            for h in handles:
+                h.close()
+
+
+def test_hnsw_entry_finds_planted_records_and_applies_deletions(tmp_path: Path) -> None:
+    with _open(tmp_path) as memory:
+        cache = _small_index(memory)
+        for i in range(40):
+            memory.add("user", f"planted fact {i} about place {i * 7}")
+            memory.add("assistant", f"ok {i}")
+        memory.flush()
+        ns = [memory._ns_id]
+        for i in (0, 17, 39):
+            query = f"user: planted fact {i} about place {i * 7}\nassistant: ok {i}"
+            top = _top(cache, ns, query, 5)
+            assert top[0] == _exact(memory, ns, query, 1)[0]
+        assert cache.stats()["hnsw_entries"] == 1
+        assert set(_top(cache, ns, "anything", 50)) == set(_exact(memory, ns, "anything", 50))
+        # A forgotten record never comes back from the index, and the graph is not rebuilt for it.
+        (entry,) = cache._cache.values()
+        graph = entry.rows
+        victim = _top(cache, ns, "user: planted fact 17 about place 119\nassistant: ok 17", 1)[0]
+        memory.forget(victim)
+        for _ in range(2):
+            found = _top(cache, ns, "user: planted fact 17 about place 119\nassistant: ok 17", 50)
+            assert victim not in found
+            assert len(found) == len(memory.journal.record_ids(ns[0]))
+        assert entry.rows is graph
+        hits = memory.search("planted fact 17 about place 119", k=5, scope="session")
+        assert all(h.record_id != victim for h in hits)
+
+
+def test_hnsw_entry_picks_up_records_added_by_another_handle(tmp_path: Path) -> None:
+    a = _open(tmp_path)
+    assert a.recall is not None
+    b = TieredMemory.open(tmp_path, session_id="s", user_id="u", config=a.config, counter=WordCounter(),
+                          embedder=a.recall.embedder, chroma=a.recall.store)
+    try:
+        cache = _small_index(a)
+        for i in range(20):
+            a.add("user", f"first handle fact {i}")
+            a.add("assistant", f"ok {i}")
+        a.flush()
+        ns = [a._ns_id]
+        _top(cache, ns, "first handle fact 3", 5)
+        (entry,) = cache._cache.values()
+        graph = entry.rows
+        fetches = _count_fetches(cache)
+        b.add("user", "second handle writes about volcanoes")
+        b.add("assistant", "noted volcanoes")
+        b.flush()
+        query = "user: second handle writes about volcanoes\nassistant: noted volcanoes"
+        top = _top(cache, ns, query, 3)
+        assert top[0] == _exact(a, ns, query, 1)[0]
+        assert entry.rows is graph
+        assert fetches == [1]
+        # An edit re-embedded in this process replaces the record's vector in the graph.
+        a.journal.update_record(top[0], text="now it is about glaciers instead")
+        a.flush()
+        assert _top(cache, ns, "now it is about glaciers instead", 1) == [top[0]]
+    finally:
+        b.close()
+        a.close()
+
+
+def test_byte_bound_holds_and_scopes_that_do_not_fit_go_to_chroma(tmp_path: Path) -> None:
+    with _open(tmp_path) as memory:
+        handles = [memory.for_session(f"s{i}") for i in range(6)]
+        try:
+            for i, h in enumerate(handles):
+                for j in range(10):
+                    h.add("user", f"session {i} line {j}")
+                    h.add("assistant", f"ok {i} {j}")
+                h.flush()
+            per_session = 10 * (4 * DIM + 16)  # ten exact rows of 32-d
+            cache = _small_index(memory, hnsw_from=1000, max_bytes=2 * per_session)
+            ns_ids = [h._ns_id for h in handles]
+            for ns in ns_ids:
+                cache.search([ns], _vectors(["line 3"])[0], 3)  # None once two sessions fill the bound
+                assert cache.stats()["bytes"] <= cache.max_bytes
+            assert set(cache._cache) == {frozenset([ns_ids[0]]), frozenset([ns_ids[1]])}
+            # Too large alone: declined, and search() still ranks by vectors through Chroma's filter.
+            assert cache.search(ns_ids, _vectors(["session 2 line 3"])[0], 5) is None
+            hits = memory.search("session 2 line 3", k=3, scope="user")
+            assert hits
+            assert hits[0].parts["vector_rank"] is not None
+            # Two hot scopes hold the cache; a third asked for less often does not push them out,
+            # and is answered by Chroma each time instead of fetching its vectors again (no thrash).
+            for _ in range(3):
+                assert _top(cache, [ns_ids[0]], "x", 3)
+                assert _top(cache, [ns_ids[1]], "x", 3)
+            fetches = _count_fetches(cache)
+            for _ in range(3):
+                assert cache.search([ns_ids[5]], _vectors(["x"])[0], 3) is None
+            assert fetches == []
+            assert set(cache._cache) == {frozenset([ns_ids[0]]), frozenset([ns_ids[1]])}
+            # A scope asked for more often than they are takes their place (least recently used first).
+            for _ in range(HOT_WINDOW):
+                cache.search([ns_ids[5]], _vectors(["x"])[0], 3)
+            assert frozenset([ns_ids[5]]) in cache._cache
+            assert cache.stats()["bytes"] <= cache.max_bytes
+        finally:
+            for h in handles:
+                h.close()

@@ -155,24 +155,19 @@ def test_records_added_while_an_entry_is_read_are_fetched_once(tmp_path: Path) -
             a.add("assistant", f"noted river {i}")
         a.flush()
         cache = _cache(a)
-        journal: Any = cache.journal
-        check = "scope_versions" if hasattr(journal, "scope_versions") else "record_stats"
-        real_check = getattr(journal, check)
-        raced: list[bool] = []
+        real_check = cache.journal.scope_versions
 
-        def check_then_race(*args: Any) -> Any:
-            versions = real_check(*args)
-            if not raced:
-                raced.append(True)
-                b.add("user", "raced fact about mountains")  # lands after the check, before the id list
-                b.add("assistant", "noted mountains")  # not embedded yet: the entry lists it as missing
+        def check_then_race(ns_ids: Any) -> Any:
+            versions = real_check(ns_ids)
+            b.add("user", "raced fact about mountains")  # lands after the check, before the id list
+            b.add("assistant", "noted mountains")  # not embedded yet: the entry lists it as missing
             return versions
 
-        setattr(journal, check, check_then_race)
+        cache.journal.scope_versions = check_then_race  # type: ignore[method-assign]
         try:
             a.search("rivers", k=3, scope="session")
         finally:
-            setattr(journal, check, real_check)
+            cache.journal.scope_versions = real_check  # type: ignore[method-assign]
         a.add("user", "later fact about deserts")
         a.add("assistant", "noted deserts")
         a.flush()
@@ -281,6 +276,13 @@ def test_hnsw_entry_picks_up_records_added_by_another_handle(tmp_path: Path) -> 
         a.journal.update_record(top[0], text="now it is about glaciers instead")
         a.flush()
         assert _top(cache, ns, "now it is about glaciers instead", 1) == [top[0]]
+        # So does one made and re-embedded by the other handle (the journal's edited count moved).
+        b.journal.update_record(top[0], text="and now about deserts")
+        b.flush()
+        fetches.clear()
+        assert _top(cache, ns, "and now about deserts", 1) == [top[0]]
+        assert entry.rows is graph
+        assert len(fetches) == 1  # the namespace read again, one changed vector replaced
     finally:
         b.close()
         a.close()

@@ -254,7 +254,7 @@ class ScopeVectors:
         q = np.asarray(query, dtype=np.float32)
         q /= max(float(np.linalg.norm(q)), 1e-12)
         self._count_ask(key)
-        versions = scope_versions(self.journal, sorted(key))  # the one freshness check of this query
+        versions = self.journal.scope_versions(sorted(key))  # the one freshness check of this query
         entry = self._entry(key, versions, len(q))
         if entry is None:
             return None
@@ -350,7 +350,7 @@ class ScopeVectors:
             count = declined.count - sum(max(0, versions.get(n, (0, 0, 0))[1] - v[1])
                                          for n, v in declined.versions.items())
         else:
-            count = sum(self.journal.record_stats(n)[0] for n in key)
+            count = sum(len(ids) for ids in self.journal.record_ids_many(sorted(key)).values())
         need = self._bytes_for(count, dim)
         if need > self.max_bytes or (count > self.hnsw_from and not self._has_usearch):
             if declined is None:
@@ -433,39 +433,43 @@ class ScopeVectors:
         """Bring an entry (its lock held) to ``versions``, read just before."""
         import numpy as np
 
-        wanted: list[Any] = []  # record ids to fetch: new, and below the missing and stale ones
-        for ns_id in sorted(entry.key):
-            old = entry.versions.get(ns_id, (0, 0, 0))
-            now = versions.get(ns_id, (0, 0, 0))
-            if now == old:
-                continue
-            known = entry.known.get(ns_id, np.empty(0, dtype=np.int64))
-            if now[1] != old[1] or now[0] < old[0]:
-                # Deleted since: diff the namespace's ids; the gone ones leave the index (never a rebuild).
-                current = _ids_upto(self.journal.record_ids(ns_id), now[0])
-                gone = np.setdiff1d(known, current, assume_unique=True)
+        empty = np.empty(0, dtype=np.int64)
+        changed = [(ns_id, entry.versions.get(ns_id, (0, 0, 0)), versions.get(ns_id, (0, 0, 0)))
+                   for ns_id in sorted(entry.key)]
+        changed = [(ns_id, old, now) for ns_id, old, now in changed if now != old]
+        # Deleted since (or the namespace is gone): its current ids are diffed against the entry's.
+        diffed = [ns_id for ns_id, old, now in changed if now[1] != old[1] or now[0] < old[0]]
+        # Only additions: the ids above the entry's last one. Ids above the version read wait for the
+        # next query: an entry describes exactly the ids it read, so none is ever fetched twice.
+        grown = {ns_id: old[0] for ns_id, old, now in changed if ns_id not in diffed and now[0] > old[0]}
+        current = self.journal.record_ids_many(diffed) if diffed else {}
+        added = self.journal.record_ids_many(list(grown), after=grown) if grown else {}
+        wanted: list[Any] = []  # record ids to fetch: new, edited, and below the missing and stale ones
+        for ns_id, old, now in changed:
+            known = entry.known.get(ns_id, empty)
+            if ns_id in current:
+                ids = _ids_upto(current[ns_id], now[0])
+                gone = np.setdiff1d(known, ids, assume_unique=True)
                 if len(gone):
-                    entry.rows.remove(gone)
+                    entry.rows.remove(gone)  # an erased record leaves the index; nothing is rebuilt
                     entry.missing.difference_update(int(i) for i in gone)
                     with self._lock:
                         entry.stale.difference_update(int(i) for i in gone)
-                wanted.append(np.setdiff1d(current, known, assume_unique=True))
-                entry.known[ns_id] = current
-            elif now[0] > old[0]:
-                # Only additions. Ids above the version read wait for the next query: an entry describes
-                # exactly the ids it read, so none is ever fetched twice.
-                new = _ids_upto(self.journal.record_ids(ns_id, after=old[0]), now[0])
+                wanted.append(np.setdiff1d(ids, known, assume_unique=True))
+                entry.known[ns_id] = ids
+            elif ns_id in added:
+                new = _ids_upto(added[ns_id], now[0])
                 wanted.append(new)
                 entry.known[ns_id] = np.concatenate([known, new]) if len(known) else new
             edited = now[2]
             if now[2] != old[2]:
-                # A text was edited: its new vector is in Chroma only once an indexer re-embedded it.
-                # While the namespace has rows to index, it is read again (at most every EDIT_RECHECK_S).
+                # A text was edited: its new vector is in Chroma only once an indexer re-embedded it, so
+                # while the namespace has rows to index it is read again (at most every EDIT_RECHECK_S).
                 pending = self.journal.outbox_count([ns_id]) > 0
                 stamp = time.monotonic()
                 if not pending or stamp - entry.edit_checked.get(ns_id, -EDIT_RECHECK_S) >= EDIT_RECHECK_S:
                     entry.edit_checked[ns_id] = stamp
-                    wanted.append(entry.known.get(ns_id, np.empty(0, dtype=np.int64)))
+                    wanted.append(entry.known.get(ns_id, empty))
                 if pending:
                     edited = old[2]
             entry.versions[ns_id] = (now[0], now[1], edited)
@@ -474,7 +478,7 @@ class ScopeVectors:
             entry.stale = set()
         if extra:
             wanted.append(np.fromiter(sorted(extra), dtype=np.int64))
-        ids = np.unique(np.concatenate(wanted)) if wanted else np.empty(0, dtype=np.int64)
+        ids = np.unique(np.concatenate(wanted)) if wanted else empty
         if len(ids):
             self._fetch(entry, ids)
 
@@ -507,17 +511,3 @@ def _ids_upto(ids: Iterable[int], last: int) -> Any:
 
     out = np.fromiter(ids, dtype=np.int64)
     return out[out <= last]
-
-
-def scope_versions(journal: Journal, ns_ids: Sequence[int]) -> dict[int, Versions]:
-    """``Journal.scope_versions`` when the journal has it; until then a stand-in from ``record_stats``
-    (largest id, and the record count in the deleted slot: any count change diffs the ids, which
-    finds additions and deletions alike; edits are not seen, as before)."""
-    method = getattr(journal, "scope_versions", None)
-    if method is not None:
-        return dict(method(ns_ids))
-    out: dict[int, Versions] = {}
-    for ns_id in ns_ids:
-        count, max_id = journal.record_stats(ns_id)
-        out[ns_id] = (max_id, count, 0)
-    return out

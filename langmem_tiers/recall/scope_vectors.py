@@ -192,7 +192,7 @@ class _Entry:
     known: dict[int, Any]  # per namespace: the sorted record ids read from the journal (int64)
     rows: _ExactRows | _HnswRows = field(default_factory=_ExactRows)
     missing: set[int] = field(default_factory=set)  # known ids without a vector when fetched (not embedded yet)
-    stale: set[int] = field(default_factory=set)  # ids re-embedded in this process since fetched
+    stale: set[tuple[int, int]] = field(default_factory=set)  # (ns, id) re-embedded in this process since fetched
     edit_checked: dict[int, float] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     used_at: int = 0  # the lookup clock when last searched
@@ -281,24 +281,15 @@ class ScopeVectors:
 
     def invalidate(self, records: Iterable[tuple[int, int]]) -> None:
         """Mark ``(namespace id, record id)`` pairs this process (re-)embedded just now: an entry that
-        holds an older vector of one fetches it again on its next query. A record newer than an entry
+        holds an older vector of one fetches it again on its next query (a record newer than an entry
         is found through the journal's versions; one that had no vector when fetched is looked up
-        again anyway."""
-        import numpy as np
-
-        by_ns: dict[int, list[int]] = {}
-        for ns_id, record_id in records:
-            by_ns.setdefault(ns_id, []).append(record_id)
-        if not by_ns:
+        again anyway). Cheap: the indexer calls it after every batch."""
+        pairs = set(records)
+        if not pairs:
             return
         with self._lock:
             for entry in self._cache.values():
-                for ns_id in by_ns.keys() & entry.key:
-                    known = entry.known.get(ns_id)
-                    if known is None or not len(known):
-                        continue
-                    ids = np.asarray(by_ns[ns_id], dtype=np.int64)
-                    entry.stale.update(int(i) for i in ids[np.isin(ids, known)])
+                entry.stale.update(p for p in pairs if p[0] in entry.key)
 
     def stats(self) -> dict[str, int]:
         """Entries held, their vectors and bytes (for the benchmarks)."""
@@ -453,8 +444,6 @@ class ScopeVectors:
                 if len(gone):
                     entry.rows.remove(gone)  # an erased record leaves the index; nothing is rebuilt
                     entry.missing.difference_update(int(i) for i in gone)
-                    with self._lock:
-                        entry.stale.difference_update(int(i) for i in gone)
                 wanted.append(np.setdiff1d(ids, known, assume_unique=True))
                 entry.known[ns_id] = ids
             elif ns_id in added:
@@ -474,10 +463,14 @@ class ScopeVectors:
                     edited = old[2]
             entry.versions[ns_id] = (now[0], now[1], edited)
         with self._lock:
-            extra = entry.missing | entry.stale
-            entry.stale = set()
-        if extra:
-            wanted.append(np.fromiter(sorted(extra), dtype=np.int64))
+            stale, entry.stale = entry.stale, set()
+        for ns_id in {n for n, _ in stale}:
+            # Only ids the entry still knows: a record erased since must not come back from Chroma
+            # (which drops its vector only when the outbox gets to it).
+            marked = np.fromiter((r for n, r in stale if n == ns_id), dtype=np.int64)
+            wanted.append(marked[np.isin(marked, entry.known.get(ns_id, empty))])
+        if entry.missing:
+            wanted.append(np.fromiter(sorted(entry.missing), dtype=np.int64))
         ids = np.unique(np.concatenate(wanted)) if wanted else empty
         if len(ids):
             self._fetch(entry, ids)
@@ -488,22 +481,25 @@ class ScopeVectors:
         import numpy as np
 
         found_all: set[int] = set()
-        for start in range(0, len(ids), FETCH_CHUNK):
-            chunk = ids[start:start + FETCH_CHUNK]
-            found, matrix = self.store.embeddings([self._vector_id(int(r)) for r in chunk])
-            if not len(found):
-                continue
-            got = np.array([self._record_id(v) for v in found], dtype=np.int64)
-            matrix = matrix / np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
-            matrix = matrix.astype(np.float32, copy=False)
-            found_all.update(int(i) for i in got)
-            if isinstance(entry.rows, _ExactRows) and len(entry.rows) + len(got) > self.hnsw_from \
-                    and self._has_usearch:
-                graph = _HnswRows(matrix.shape[1], *self._hnsw)
-                graph.add(entry.rows.ids, entry.rows.matrix)
-                entry.rows = graph
-            entry.rows.add(got, matrix)
-        entry.missing = (entry.missing | {int(i) for i in ids}) - found_all
+        try:
+            for start in range(0, len(ids), FETCH_CHUNK):
+                chunk = ids[start:start + FETCH_CHUNK]
+                found, matrix = self.store.embeddings([self._vector_id(int(r)) for r in chunk])
+                if not len(found):
+                    continue
+                got = np.array([self._record_id(v) for v in found], dtype=np.int64)
+                matrix = matrix / np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
+                matrix = matrix.astype(np.float32, copy=False)
+                if isinstance(entry.rows, _ExactRows) and len(entry.rows) + len(got) > self.hnsw_from \
+                        and self._has_usearch:
+                    graph = _HnswRows(matrix.shape[1], *self._hnsw)
+                    graph.add(entry.rows.ids, entry.rows.matrix)
+                    entry.rows = graph
+                entry.rows.add(got, matrix)
+                found_all.update(int(i) for i in got)
+        finally:
+            # Whatever was not read (Chroma lacks it, or failed midway) is looked up again next query.
+            entry.missing = (entry.missing | {int(i) for i in ids}) - found_all
 
 
 def _ids_upto(ids: Iterable[int], last: int) -> Any:

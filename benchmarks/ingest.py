@@ -1,7 +1,8 @@
 """Ingest through the public API against the embedding floor, in one run (issue 15, target 3).
 
-    .venv/bin/python benchmarks/ingest.py --chat 2000 \\
-        --data ../shared/data/longmemeval/longmemeval_s_dev.json --haystacks 2
+    .venv/bin/python benchmarks/ingest.py --chat 1000 \\
+        --data ../shared/data/longmemeval/longmemeval_s_dev.json --haystacks 1 --rounds 3 \\
+        --json benchmarks/results/ingest.json
 
 Two workloads, each ingested into a fresh embedded store (SQLite + Chroma) with the real local
 embedder on the CPU: (a) ``--chat`` short chat lines (user/assistant turns of about 18 words, in
@@ -12,15 +13,22 @@ while adds go on.
 
 The floor is the embedder alone on exactly the texts the core embedded during that ingest (the
 recall records: whole turns, long ones cut into chunks by langmem_tiers.recall.units; captured
-from the embedder's calls), in one call, at the best batch size: several batch sizes are tried
-on the first ``--sweep`` texts, and the best one embeds them all. The core's own calls are also
-replayed alone (same batches, same sizes) to split "the embedder as the core calls it" from "the
-rest of ingest".
+from the embedder's calls), in one call, at the best batch size of a sweep (``--batch-sizes`` on
+``--sweep`` texts spread over the workload, each size timed ``--sweep-rounds`` times in rotated
+order, the median kept). The machine is shared, so the floor and the ingest alternate over
+``--rounds`` rounds (ingest first in even rounds, the floor first in odd ones) and every round
+gives its own ratio; the median and the spread are reported. ``--replay`` adds a third leg per
+round: the core's own embed calls replayed alone (same texts per call, the embedder's default
+batch size), which splits "the calls are smaller than the floor's" from "the embedder shares the
+CPU with the adds".
 
-Where the time goes is measured by counters: the benchmark wraps, on the live objects, the
-embedder's ``embed`` (and inside it the model's ``tokenize`` and ``encode`` and the long-text
-splitter), the Chroma store's ``upsert``, the journal's write transactions and outbox calls, the
-token counter, and the chunker; each counter sums wall time over all threads (the background
+Where the time goes (per ingest round): ``embedder_busy_s`` is the wall time during which an
+embed call ran (the union of the calls' intervals), so ``ingest = floor + (busy - floor) +
+(ingest - busy)``: the embedder running slower than alone, then the time it sat idle (adds not
+overlapped, Chroma upserts, outbox transactions). Counters name the parts: the benchmark wraps,
+on the live objects, the embedder's ``embed`` (and inside it the model's ``encode`` and the
+long-text splitter), the Chroma store's ``upsert``, the journal's write transactions and outbox
+calls, the token counter, and the chunker; each sums wall time over all threads (the background
 indexer overlaps adds, so counters can add up to more than the wall time). The wrappers cost a
 few microseconds a call.
 """
@@ -30,7 +38,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import platform
 import random
+import statistics
 import sys
 import tempfile
 import threading
@@ -48,7 +58,8 @@ from langmem_tiers import MemoryConfig, TieredMemory
 from langmem_tiers.embedders.local import LocalEmbedder
 from langmem_tiers.recall import units
 
-BATCH_SIZES = (8, 16, 32, 64, 128, 256)
+Sessions = list[list[tuple[str, str]]]
+Interval = tuple[float, float]
 
 
 class Counters:
@@ -94,47 +105,68 @@ class Counters:
         undo.append(lambda: setattr(obj, attr, original))
 
 
-def chat_sessions(messages: int, per_session: int = 100) -> list[list[tuple[str, str]]]:
+def merged(intervals: Sequence[Interval]) -> list[Interval]:
+    out: list[Interval] = []
+    for a, b in sorted(intervals):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def overlap(xs: Sequence[Interval], ys: Sequence[Interval]) -> float:
+    """Seconds covered by both interval lists (each without overlaps of its own)."""
+    return sum(max(0.0, min(b, d) - max(a, c)) for a, b in xs for c, d in ys)
+
+
+def chat_sessions(messages: int, per_session: int = 100) -> Sessions:
     rng = random.Random(15)
-    out: list[list[tuple[str, str]]] = []
+    out: Sessions = []
     for start in range(0, messages, per_session):
         n = min(per_session, messages - start)
         out.append([("user" if i % 2 == 0 else "assistant", line(rng)) for i in range(n)])
     return out
 
 
-def longmemeval_sessions(path: Path, haystacks: int) -> list[list[tuple[str, str]]]:
+def longmemeval_sessions(path: Path, haystacks: int) -> Sessions:
     from langmem_tiers.eval.datasets import iter_longmemeval
 
-    out: list[list[tuple[str, str]]] = []
+    out: Sessions = []
     for haystack in iter_longmemeval(path, limit=haystacks):
         out.extend([[(m.role, m.text) for m in session if m.text.strip()] for session in haystack.sessions])
     return [s for s in out if s]
 
 
-def ingest(sessions: list[list[tuple[str, str]]], embedder: LocalEmbedder) -> dict[str, Any]:
-    """Add every message through the API, flush per session; returns timings, counters and the texts embedded."""
+def ingest(sessions: Sessions, embedder: LocalEmbedder) -> dict[str, Any]:
+    """Add every message through the API, flush per session; returns timings, the breakdown and the texts."""
     counters = Counters()
     embedded: list[list[str]] = []
+    embed_spans: list[Interval] = []
+    spans_lock = threading.Lock()
     undo: list[Callable[[], None]] = []
     st = embedder._st()
     original_embed = embedder.embed
 
     def capturing_embed(texts: Sequence[str]) -> list[list[float]]:
-        embedded.append(list(texts))
-        return original_embed(texts)
+        t = time.perf_counter()
+        try:
+            return original_embed(texts)
+        finally:
+            with spans_lock:
+                embedded.append(list(texts))
+                embed_spans.append((t, time.perf_counter()))
 
     embedder.embed = capturing_embed  # type: ignore[method-assign]
     undo.append(lambda: setattr(embedder, "embed", original_embed))
     counters.wrap(embedder, "embed", "embedder.embed (all of it)", undo)
     counters.wrap(embedder, "_split", "  long-text splitter (tokenizes texts > 254 bytes)", undo)
     counters.wrap(st, "encode", "  model encode (tokenize + forward)", undo)
-    if hasattr(st, "tokenize"):
-        counters.wrap(st, "tokenize", "    model tokenize", undo)
     counters.wrap(units, "chunk_words", "chunk_words (recall units)", undo)
     config = MemoryConfig(recall_scope="user")
     folder = Path(tempfile.mkdtemp(prefix="lt-ingest-"))
-    add_s = flush_s = 0.0
+    add_spans: list[Interval] = []
+    flush_spans: list[Interval] = []
     records = 0
     with TieredMemory.open(folder, session_id="setup", user_id="u", config=config, embedder=embedder) as root:
         journal = root.journal
@@ -153,81 +185,179 @@ def ingest(sessions: list[list[tuple[str, str]]], embedder: LocalEmbedder) -> di
                 memory.add(role, text)
             t1 = time.perf_counter()
             memory.flush()
-            add_s += t1 - t
-            flush_s += time.perf_counter() - t1
+            t2 = time.perf_counter()
+            add_spans.append((t, t1))
+            flush_spans.append((t1, t2))
             records += journal.count_records(memory._ns_id)
             memory.close()
-        wall = time.perf_counter() - t0
+        t_end = time.perf_counter()
     for u in reversed(undo):
         u()
-    return {"wall_s": wall, "add_s": add_s, "flush_s": flush_s, "records": records,
-            "messages": sum(len(s) for s in sessions), "embedded": embedded,
-            "counters": {k: (round(v, 2), counters.calls[k]) for k, v in sorted(counters.seconds.items())}}
+    wall = t_end - t0
+    busy = merged(embed_spans)
+    busy_s = sum(b - a for a, b in busy)
+    add_s = sum(b - a for a, b in add_spans)
+    flush_s = sum(b - a for a, b in flush_spans)
+    during_adds = overlap(busy, add_spans)
+    during_flush = overlap(busy, flush_spans)
+    return {
+        "wall_s": wall, "add_s": add_s, "flush_s": flush_s, "records": records,
+        "messages": sum(len(s) for s in sessions), "embedded": embedded,
+        "embedder_busy_s": busy_s, "embed_during_adds_s": during_adds, "embed_during_flush_s": during_flush,
+        "embedder_idle_during_adds_s": add_s - during_adds, "embedder_idle_during_flush_s": flush_s - during_flush,
+        "counters_s_calls": {k: (round(v, 2), counters.calls[k]) for k, v in sorted(counters.seconds.items())},
+    }
 
 
-def floor(texts: list[str], calls: list[list[str]], embedder: LocalEmbedder, sweep: int) -> dict[str, Any]:
-    """The embedder alone on the same texts: a batch-size sweep, the best one on all, and the core's calls replayed."""
-    sample = texts[:sweep]
-    by_batch: dict[int, float] = {}
-    for bs in BATCH_SIZES:
-        emb = LocalEmbedder(embedder._model, batch_size=bs, device=embedder.device)
-        t = time.perf_counter()
-        emb.embed(sample)
-        by_batch[bs] = time.perf_counter() - t
-    best = min(by_batch, key=lambda b: by_batch[b])
-    emb = LocalEmbedder(embedder._model, batch_size=best, device=embedder.device)
+def timed_embed(embedder: LocalEmbedder, texts: list[str], batch_size: int) -> float:
+    emb = LocalEmbedder(embedder._model, batch_size=batch_size, device=embedder.device)
     t = time.perf_counter()
     emb.embed(texts)
-    floor_s = time.perf_counter() - t
+    return time.perf_counter() - t
+
+
+def sweep(texts: list[str], embedder: LocalEmbedder, sizes: Sequence[int], size: int,
+          rounds: int) -> dict[str, Any]:
+    """Batch sizes on a sample spread over the workload (its length mix), rotated order, median per size."""
+    step = max(len(texts) // max(size, 1), 1)
+    sample = texts[::step][:size]
+    got: dict[int, list[float]] = defaultdict(list)
+    for r in range(rounds):
+        shift = r % len(sizes)
+        for bs in [*sizes[shift:], *sizes[:shift]]:
+            got[bs].append(timed_embed(embedder, sample, bs))
+    median = {bs: statistics.median(v) for bs, v in got.items()}
+    best = min(median, key=lambda b: median[b])
+    return {"texts": len(sample), "rounds": rounds, "best_batch": best,
+            "median_s_by_batch": {b: round(s, 2) for b, s in sorted(median.items())},
+            "all_s_by_batch": {b: [round(s, 2) for s in v] for b, v in sorted(got.items())}}
+
+
+def replay(calls: list[list[str]], embedder: LocalEmbedder) -> float:
     t = time.perf_counter()
     for call in calls:
         embedder.embed(call)
-    replay_s = time.perf_counter() - t
-    return {"sweep_texts": len(sample), "sweep_s_by_batch": {b: round(s, 2) for b, s in by_batch.items()},
-            "best_batch": best, "floor_s": floor_s, "replay_s": replay_s}
+    return time.perf_counter() - t
 
 
-def report(name: str, sessions: list[list[tuple[str, str]]], embedder: LocalEmbedder, sweep: int) -> dict[str, Any]:
-    got = ingest(sessions, embedder)
-    calls = got.pop("embedded")
-    texts = [t for call in calls for t in call]
+def spread(values: Sequence[float]) -> dict[str, float]:
+    return {"median": round(statistics.median(values), 3), "min": round(min(values), 3),
+            "max": round(max(values), 3)}
+
+
+def report(name: str, sessions: Sessions, embedder: LocalEmbedder, args: argparse.Namespace) -> dict[str, Any]:
+    ingests: list[dict[str, Any]] = []
+    floors: list[float] = []
+    replays: list[float] = []
+    calls: list[list[str]] = []
+    texts: list[str] = []
+    best = 0
+    sweep_row: dict[str, Any] = {}
+    for r in range(args.rounds):
+        legs = ["ingest", "floor"] if r % 2 == 0 else ["floor", "ingest"]
+        if args.replay:
+            legs.append("replay")
+        for leg in legs:
+            if leg == "ingest":
+                got = ingest(sessions, embedder)
+                got_calls = got.pop("embedded")
+                if not texts:  # the first ingest names the texts; the sweep runs once they are known
+                    calls = got_calls
+                    texts = [t for call in calls for t in call]
+                    sweep_row = sweep(texts, embedder, args.batch_sizes, args.sweep, args.sweep_rounds)
+                    best = sweep_row["best_batch"]
+                    print(f"{name}: sweep {sweep_row['median_s_by_batch']} -> batch {best}", flush=True)
+                got["embed_calls"] = len(got_calls)
+                got["texts_embedded"] = sum(len(c) for c in got_calls)
+                ingests.append(got)
+            elif leg == "floor":
+                if not texts:  # odd rounds only come after an ingest named the texts
+                    raise RuntimeError("the floor needs the texts of an ingest first")
+                floors.append(timed_embed(embedder, texts, best))
+            else:
+                replays.append(replay(calls, embedder))
+        print(f"{name}: round {r}: ingest {ingests[-1]['wall_s']:.2f} s, floor {floors[-1]:.2f} s, "
+              f"ratio {floors[-1] / ingests[-1]['wall_s']:.3f}", flush=True)
+    ratios = [f / g["wall_s"] for f, g in zip(floors, ingests)]
+    # The breakdown of the round whose ratio is the median (an actual round, not a mix of rounds).
+    mid = sorted(range(len(ratios)), key=lambda i: ratios[i])[len(ratios) // 2]
+    g, floor_s = ingests[mid], floors[mid]
     words = sum(len(t.split()) for t in texts)
-    fl = floor(texts, calls, embedder, sweep)
+    rounds = [{"ingest_s": round(i["wall_s"], 2), "floor_s": round(f, 2), "speed_ratio": round(f / i["wall_s"], 3),
+               **({"replay_s": round(replays[n], 2)} if replays else {})}
+              for n, (i, f) in enumerate(zip(ingests, floors))]
     row = {
-        "workload": name, "messages": got["messages"], "records": got["records"], "texts_embedded": len(texts),
-        "words_per_text": round(words / max(len(texts), 1), 1), "embed_calls": len(calls),
-        "texts_per_call": round(len(texts) / max(len(calls), 1), 1),
-        "ingest_s": round(got["wall_s"], 2), "add_s": round(got["add_s"], 2), "flush_s": round(got["flush_s"], 2),
-        "messages_per_s": round(got["messages"] / got["wall_s"], 1),
-        "floor_s": round(fl["floor_s"], 2), "best_batch": fl["best_batch"], "sweep_texts": fl["sweep_texts"],
-        "sweep_s_by_batch": fl["sweep_s_by_batch"], "core_calls_replayed_s": round(fl["replay_s"], 2),
+        "workload": name, "messages": g["messages"], "records": g["records"], "texts_embedded": len(texts),
+        "words_per_text": round(words / max(len(texts), 1), 1),
+        "embed_calls": g["embed_calls"], "texts_per_call": round(g["texts_embedded"] / max(g["embed_calls"], 1), 1),
+        "embedder_default_batch": embedder.batch_size,
+        "best_batch": best, "sweep": sweep_row,
         # target 3 reads "ingest at >= 0.9 of the floor": floor time / ingest time, as a speed ratio
-        "speed_ratio_floor_over_ingest": round(fl["floor_s"] / got["wall_s"], 3),
-        "ingest_over_floor": round(got["wall_s"] / fl["floor_s"], 2),
-        "counters_s_calls": got["counters"],
+        "speed_ratio_floor_over_ingest": spread(ratios),
+        "ingest_s": spread([i["wall_s"] for i in ingests]), "floor_s": spread(floors),
+        "messages_per_s": round(g["messages"] / g["wall_s"], 1),
+        "rounds": rounds,
+        "median_round": mid,
+        "breakdown_median_round_s": {
+            "ingest": round(g["wall_s"], 2),
+            "floor (embedder alone, best batch, one call)": round(floor_s, 2),
+            "embedder slower inside ingest (busy - floor)": round(g["embedder_busy_s"] - floor_s, 2),
+            "embedder idle (ingest - busy)": round(g["wall_s"] - g["embedder_busy_s"], 2),
+            "  of which during adds (add path not overlapped)": round(g["embedder_idle_during_adds_s"], 2),
+            "  of which during flush (upserts, outbox, summaries)": round(g["embedder_idle_during_flush_s"], 2),
+            "embedder busy": round(g["embedder_busy_s"], 2),
+            "  of which during adds (overlapped)": round(g["embed_during_adds_s"], 2),
+            "  of which during flush": round(g["embed_during_flush_s"], 2),
+            "add phase": round(g["add_s"], 2), "flush phase": round(g["flush_s"], 2),
+            **({"core's calls replayed alone": round(replays[mid], 2)} if replays else {}),
+        },
+        "counters_s_calls_median_round": g["counters_s_calls"],
     }
     print(json.dumps(row), flush=True)
     return row
 
 
+def warm_up(embedder: LocalEmbedder) -> None:
+    """Load the model and import the stores' code before anything is timed."""
+    embedder.embed(["warm up the model"])
+    with TieredMemory.open(Path(tempfile.mkdtemp(prefix="lt-warm-")), session_id="w", user_id="u",
+                           embedder=embedder) as memory:
+        for i in range(4):
+            memory.add("user" if i % 2 == 0 else "assistant", f"warm up message {i}")
+        memory.flush()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--chat", type=int, default=2000, help="short chat messages to ingest (0: none)")
+    parser.add_argument("--chat", type=int, default=1000, help="short chat messages to ingest (0: none)")
     parser.add_argument("--data", type=Path, default=None, help="LongMemEval JSON (longmemeval_s_dev.json)")
-    parser.add_argument("--haystacks", type=int, default=2)
-    parser.add_argument("--sweep", type=int, default=256, help="texts the batch-size sweep embeds")
+    parser.add_argument("--haystacks", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=3, help="floor/ingest pairs per workload (alternating order)")
+    parser.add_argument("--sweep", type=int, default=128, help="texts the batch-size sweep embeds")
+    parser.add_argument("--sweep-rounds", type=int, default=2)
+    parser.add_argument("--batch-sizes", type=lambda s: [int(x) for x in s.split(",")], default=[8, 16, 32, 64, 128])
+    parser.add_argument("--replay", action="store_true", help="also replay the core's embed calls alone each round")
+    parser.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error("--rounds must be >= 1")
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
     embedder = LocalEmbedder(device="cpu")
-    embedder.embed(["warm up the model"])
-    rows = []
+    warm_up(embedder)
+    rows: list[dict[str, Any]] = []
     if args.chat:
-        rows.append(report(f"chat lines ({args.chat} messages)", chat_sessions(args.chat), embedder, args.sweep))
+        rows.append(report(f"chat lines ({args.chat} messages)", chat_sessions(args.chat), embedder, args))
     if args.data is not None:
         sessions = longmemeval_sessions(args.data, args.haystacks)
-        rows.append(report(f"LongMemEval ({args.haystacks} haystacks)", sessions, embedder, args.sweep))
+        rows.append(report(f"LongMemEval ({args.haystacks} haystacks)", sessions, embedder, args))
     if args.json:
-        args.json.write_text(json.dumps(rows, indent=2))
+        meta = {"command": " ".join(sys.argv), "torch_threads": torch.get_num_threads(),
+                "python": platform.python_version(), "torch": torch.__version__}
+        args.json.write_text(json.dumps({"run": meta, "workloads": rows}, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -62,6 +62,22 @@ def test_local_batching_matches_one_by_one(local: LocalEmbedder) -> None:
         assert max(abs(x - y) for x, y in zip(vector, single)) < 1e-5
 
 
+def test_local_vectors_do_not_depend_on_batch_size_or_order(local: LocalEmbedder) -> None:
+    # Mixed lengths, so batches pad differently: a word, chat lines, a long turn split into pieces.
+    texts = ["tea", *[f"user: line {i} about {'rain in the hills ' * (i + 1)}" for i in range(6)],
+             f"{FILLER} {TAIL}", "assistant: the invoice is in cabinet four."]
+    want = LocalEmbedder(batch_size=1).embed(texts)
+    order = [8, 0, 5, 2, 7, 1, 4, 6, 3]
+    for batch_size in (2, 3, 16, 64):
+        emb = LocalEmbedder(batch_size=batch_size)
+        assert emb._st() is local._st()  # the same loaded model: only batching differs
+        got = emb.embed(texts)
+        shuffled = emb.embed([texts[i] for i in order])
+        for i, vector in enumerate(want):
+            assert max(abs(x - y) for x, y in zip(got[i], vector)) < 1e-5, (batch_size, i)
+            assert max(abs(x - y) for x, y in zip(shuffled[order.index(i)], vector)) < 1e-5, (batch_size, i)
+
+
 def test_local_empty_input_and_str_refused(local: LocalEmbedder) -> None:
     assert local.embed([]) == []
     with pytest.raises(TypeError):

@@ -19,6 +19,18 @@ statements the journals send today, on ``sqlite3`` / ``psycopg``. The ratio is S
 ``--keyword N`` instead times PostgreSQL's keyword search on N records of one session (Zipf-distributed
 words, as ``benchmarks/core_latency.py`` writes them): the journal's bm25 statement against the
 single ``ts_rank_cd`` statement it replaced, for the same 5-word questions.
+
+``--keyword-scale SIZES`` times ``keyword_search`` (k=20) at each size, records of ONE session or of
+1,000 sessions of one user (searched in user scope), with and without the keyword budget
+(``langmem_tiers.journal.keyword_budget``), calls alternated, and says how many queries got the
+same hits and the mean overlap of the top 20. Records are LoCoMo chat lines (``--chat``, the
+official file) each with two words of the 5,000-word Zipf vocabulary appended (names and places
+that keep a long tail as the history grows). Query shapes: "rare" ("What did I say about the
+<Zipf tail word>?"), "common" (three of the 40 most frequent content words of the chat lines),
+"mixed" (LoCoMo's own questions). SQLite journals are kept in ``--keep DIR`` and reused.
+
+    .venv/bin/python benchmarks/sql_layer_cost.py --keyword-scale 10000,100000,1000000 --keep /tmp/kw
+    .venv/bin/python benchmarks/sql_layer_cost.py --keyword-scale 10000,100000 --backend postgres
 """
 
 from __future__ import annotations
@@ -328,13 +340,156 @@ def keyword_rows(url: str, size: int, n: int) -> list[tuple[str, str, float, flo
         journal.close()
 
 
+# --- keyword search at scale (issue 15) --------------------------------------------------------
+
+SCALE_K = 20
+DEFAULT_CHAT = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo_dev.json"
+
+
+def chat_corpus(path: Path) -> tuple[list[str], list[str]]:
+    """LoCoMo's chat lines and questions (the official file format)."""
+    if not path.exists():
+        raise SystemExit(f"no chat data at {path}: pass --chat with LoCoMo's locomo10.json (or its dev copy)")
+    samples = json.loads(path.read_text())
+    lines = [t["text"] for s in samples for key, turns in s["conversation"].items()
+             if key.startswith("session_") and isinstance(turns, list) for t in turns]
+    return lines, [q["question"] for s in samples for q in s["qa"]]
+
+
+def query_shapes(lines: list[str], questions: list[str], n: int) -> dict[str, list[str]]:
+    import collections
+    import random
+
+    from benchmarks.core_latency import ZIPF_WORDS
+    from langmem_tiers.text import query_words
+
+    rng = random.Random(3)
+    frequent = [w for w, _ in collections.Counter(w for line in lines for w in set(query_words(line))).most_common(40)]
+    return {"rare": [f"What did I say about the {rng.choice(ZIPF_WORDS[3000:])}?" for _ in range(n)],
+            "common": [" ".join(rng.sample(frequent, 3)) for _ in range(n)],
+            "mixed": [rng.choice(questions) for _ in range(n)]}
+
+
+def fill_scale(journal: Any, size: int, sessions: int, lines: list[str]) -> list[int]:
+    """``size`` records in ``sessions`` sessions of user "u" (one after the other, as a history grows)."""
+    import random
+
+    from benchmarks.core_latency import ZIPF_WEIGHTS, ZIPF_WORDS
+    from langmem_tiers.journal.base import NewRecord
+
+    rng = random.Random(7)
+    ns_ids = []
+    for s in range(sessions):
+        ns_id = journal.namespace_id(Namespace(f"s{s}", "u"))
+        ns_ids.append(ns_id)
+        count = size // sessions + (1 if s < size % sessions else 0)
+        for start in range(0, count, 2000):
+            journal.add_records(ns_id, [
+                NewRecord("turn", f"{rng.choice(lines)} {' '.join(rng.choices(ZIPF_WORDS, ZIPF_WEIGHTS, k=2))}",
+                          created_at=1.0) for _ in range(min(2000, count - start))])
+    return ns_ids
+
+
+def scale_journal(backend: str, size: int, sessions: int, lines: list[str], keep: Path | None,
+                  pg_url: str | None) -> tuple[Any, list[int]]:
+    if backend == "postgres":
+        import uuid
+
+        from langmem_tiers.journal.postgres import PostgresJournal
+
+        assert pg_url is not None
+        pg = PostgresJournal(pg_url, schema=f"bench_kws_{uuid.uuid4().hex[:12]}")
+        ns_ids = fill_scale(pg, size, sessions, lines)
+        with pg._autocommit() as db:
+            db.execute("ANALYZE records")
+        return pg, ns_ids
+    from langmem_tiers.journal.sqlite import SqliteJournal
+
+    folder = keep or Path(tempfile.mkdtemp())
+    path = folder / f"keyword_{size}_{sessions}.sqlite3"
+    if path.exists():
+        journal = SqliteJournal(path)
+        return journal, [i for i, _ in journal.namespaces()]
+    building = path.with_suffix(".building")
+    journal = SqliteJournal(building, synchronous="NORMAL")
+    start = time.perf_counter()
+    fill_scale(journal, size, sessions, lines)
+    journal.close()
+    building.rename(path)
+    for suffix in ("-wal", "-shm"):
+        Path(f"{building}{suffix}").unlink(missing_ok=True)
+    print(f"built {path} in {time.perf_counter() - start:.0f} s", file=sys.stderr)
+    journal = SqliteJournal(path)
+    return journal, [i for i, _ in journal.namespaces()]
+
+
+def keyword_scale_rows(backend: str, sizes: list[int], layouts: list[str], n: int, chat: Path,
+                       keep: Path | None, pg_url: str | None) -> list[tuple[Any, ...]]:
+    lines, questions = chat_corpus(chat)
+    shapes = query_shapes(lines, questions, n)
+    rows: list[tuple[Any, ...]] = []
+    for size in sizes:
+        for layout in layouts:
+            journal, ns_ids = scale_journal(backend, size, 1 if layout == "one" else 1000, lines, keep, pg_url)
+            default = journal.keyword_budget
+            try:
+                for shape, queries in shapes.items():
+                    times: dict[str, list[float]] = {"unbounded": [], "bounded": []}
+                    hits: dict[str, list[list[int]]] = {"unbounded": [], "bounded": []}
+                    for q in queries[:5]:  # warm the page cache
+                        journal.keyword_search(q, ns_ids, SCALE_K)
+                    for i, q in enumerate(queries):
+                        # Alternate the two call by call, so a machine whose load drifts charges both alike.
+                        for name in ("unbounded", "bounded")[::1 if i % 2 else -1]:
+                            journal.keyword_budget = None if name == "unbounded" else default
+                            start = time.perf_counter()
+                            found = journal.keyword_search(q, ns_ids, SCALE_K)
+                            times[name].append((time.perf_counter() - start) * 1000)
+                            hits[name].append([h.record_id for h in found])
+                    same = sum(a == b for a, b in zip(hits["unbounded"], hits["bounded"]))
+                    overlap = statistics.mean(len(set(a) & set(b)) / max(len(a), 1)
+                                              for a, b in zip(hits["unbounded"], hits["bounded"]))
+                    p = {name: (statistics.median(v), sorted(v)[int(0.95 * (len(v) - 1))]) for name, v in times.items()}
+                    rows.append((backend, layout, size, shape, *p["unbounded"], *p["bounded"], same, len(queries),
+                                 overlap))
+                    print(_scale_line(rows[-1]), flush=True)
+            finally:
+                journal.keyword_budget = default
+                journal.close()
+    return rows
+
+
+def _scale_line(row: tuple[Any, ...]) -> str:
+    backend, layout, size, shape, u50, u95, b50, b95, same, total, overlap = row
+    return (f"{backend:<9}{layout:<6}{size:>9}  {shape:<7}{u50:>10.2f}{u95:>10.2f}{b50:>10.2f}{b95:>10.2f}"
+            f"{same:>6}/{total:<4}{overlap:>8.2f}")
+
+
+SCALE_HEADER = (f"{'backend':<9}{'layout':<6}{'records':>9}  {'shape':<7}{'unb p50':>10}{'unb p95':>10}"
+                f"{'bud p50':>10}{'bud p95':>10}{'same':>11}{'top20':>8}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=1000, help="operations timed per side (default 1000)")
     parser.add_argument("--postgres", metavar="URL", help="an existing server (default: start a throwaway one)")
     parser.add_argument("--no-postgres", action="store_true", help="SQLite only")
     parser.add_argument("--keyword", type=int, metavar="N", help="time PostgreSQL keyword search on N records")
+    parser.add_argument("--keyword-scale", metavar="SIZES",
+                        help="time keyword_search with and without the budget at these sizes (comma-separated)")
+    parser.add_argument("--layouts", default="one,many", help="one session, and/or 1,000 sessions of one user")
+    parser.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
+    parser.add_argument("--keep", type=Path, help="build SQLite journals here once and reuse them")
+    parser.add_argument("--chat", type=Path, default=DEFAULT_CHAT, help="LoCoMo's data file (official format)")
     args = parser.parse_args()
+    if args.keyword_scale:
+        sizes = [int(s) for s in args.keyword_scale.split(",")]
+        layouts = args.layouts.split(",")
+        queries = args.n if args.n != 1000 else 60
+        with throwaway_postgres(args.postgres, args.backend == "postgres") as url:
+            print(SCALE_HEADER)
+            keyword_scale_rows(args.backend, sizes, layouts, queries, args.chat, args.keep, url)
+        return
     if args.keyword:
         with throwaway_postgres(args.postgres, True) as url:
             assert url is not None

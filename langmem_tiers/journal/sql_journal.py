@@ -28,6 +28,7 @@ from langmem_tiers.journal.base import (
     provenance_after_erasure,
 )
 from langmem_tiers.journal.encryption import RECORD_METADATA, RECORD_TEXT, FieldCipher, RowCodec, shred_orphans
+from langmem_tiers.journal.keyword_budget import KEYWORD_BUDGET
 from langmem_tiers.journal.rows import MSG_COLS, RECORD_SELECT, row_message, row_record, to_json
 from langmem_tiers.messages import Message
 
@@ -60,6 +61,8 @@ class SqlJournal:
     url: str
     _cipher: FieldCipher | None
     _names: dict[int, Namespace]
+    # Matches one keyword query may rank (:mod:`.keyword_budget`); ``None`` ranks every match.
+    keyword_budget: int | None = KEYWORD_BUDGET
 
     # --- what a backend supplies -------------------------------------------------------
 

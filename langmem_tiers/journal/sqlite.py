@@ -36,6 +36,7 @@ from langmem_tiers.journal.base import (
     search_terms,
 )
 from langmem_tiers.journal.encryption import ALGORITHM, META_KEY, FieldCipher, RowCodec, cipher_for
+from langmem_tiers.journal.keyword_budget import TermCount, plan_terms, recency_windows
 from langmem_tiers.journal.sql_core import Sql, fold_nfc
 from langmem_tiers.journal.sql_journal import SqlJournal, check_version, finish_migration
 from langmem_tiers.keyring import KeyRing
@@ -617,25 +618,81 @@ class SqliteJournal(SqlJournal):
         """bm25-ranked records of these namespaces matching any word of ``query``.
 
         The namespace filter is a join on the records table (FTS5 also narrows by scope
-        terms, a column that user words never reach: see :func:`fts_query`).
+        terms, a column that user words never reach: see :func:`fts_query`). At most
+        ``keyword_budget`` matches are ranked (:mod:`.keyword_budget`): a scope of more
+        records than that first counts each term's matches (journal-wide, up to the budget:
+        an upper bound of the scope's), and a query over the budget ranks its rarest terms,
+        or the newest matches of its rarest term, found through FTS5's rowid range.
         """
         if not ns_ids or k <= 0:
             return []
-        match = fts_query(query, ns_ids, self._query_tokens(query, ns_ids))
-        if not match:
+        tokens = self._query_tokens(query, ns_ids)
+        terms = search_terms(query) if tokens is None else tokens
+        if not terms:
             return []
+        budget = self.keyword_budget
         with self._autocommit() as db:
-            members, args = db.in_(list(ns_ids))
-            sql = ("SELECT r.id, bm25(records_fts, 1.0, 0.0) AS score FROM records_fts "
-                   f"JOIN records r ON r.id = records_fts.rowid WHERE records_fts MATCH ? AND r.ns {members}")
-            args = [match, *args]
-            if kinds:
-                kind_members, kind_args = db.in_(list(kinds))
-                sql += f" AND r.kind {kind_members}"
-                args += kind_args
-            rows = db.all(sql + " ORDER BY score, r.id DESC LIMIT ?", [*args, k])
-        # bm25() is lower-is-better and negative; report a positive relevance.
-        return [KeywordHit(int(r[0]), i + 1, -float(r[1])) for i, r in enumerate(rows)]
+            if budget is None or self._scope_size(db, ns_ids, kinds, budget + 1) <= budget:
+                # As without a budget: FTS5 narrows by the scope's terms (few records: cheap).
+                match = fts_query("", ns_ids, terms)
+                return _hits(self._ranked(db, match, ns_ids, k, kinds, 0) if match else [])
+            plan = plan_terms([self._count_matches(db, t, budget + 1) for t in terms], budget)
+            # A large scope: the terms' matches counted journal-wide (at most the budget) are the
+            # rows ranked. FTS5 walking the scope's own term (every record of the scope) would cost
+            # more than the join that filters the matches, and it never changes a score.
+            kept, every = fts_query("", (), plan.terms), fts_query("", (), terms)
+            if kept is None or every is None:
+                return []
+            # The rows are those holding a kept term; every query word scores them (bm25 sums the
+            # phrases of "kept AND every", so a kept term counts twice): closer to the unbounded
+            # order than the kept terms alone (benchmarks/sql_layer_cost.py --keyword-scale).
+            match = kept if plan.terms == tuple(terms) else f"{kept} AND {every}"
+            if not plan.recent:  # every term when they fit: the same hits as without a budget
+                return _hits(self._ranked(db, match, ns_ids, k, kinds, 0))
+            newest = [int(r[0]) for r in db.all("SELECT rowid FROM records_fts WHERE records_fts MATCH ? "
+                                                "ORDER BY rowid DESC LIMIT ?", (kept, budget))]
+            rows: list[Any] = []
+            for window in recency_windows(budget):
+                rows = self._ranked(db, match, ns_ids, k, kinds, newest[min(window, len(newest)) - 1])
+                if len(rows) >= k or window >= len(newest):
+                    break
+            return _hits(rows)
+
+    @staticmethod
+    def _scope_size(db: Sql, ns_ids: Sequence[int], kinds: Sequence[str] | None, cap: int) -> int:
+        """How many records the search may rank (these namespaces, these kinds), counted up to ``cap``."""
+        members, args = db.in_(list(ns_ids))
+        sql = f"SELECT 1 FROM records WHERE ns {members}"
+        if kinds:
+            kind_members, kind_args = db.in_(list(kinds))
+            sql += f" AND kind {kind_members}"
+            args += kind_args
+        row = db.one(f"SELECT count(*) FROM ({sql} LIMIT ?)", [*args, cap])
+        return int(row[0])
+
+    @staticmethod
+    def _count_matches(db: Sql, term: str, cap: int) -> TermCount:
+        """A term's matches in the whole journal, newest first, counted up to ``cap`` (no ranking: cheap)."""
+        row = db.one("SELECT count(*), coalesce(min(rowid), 0) FROM (SELECT rowid FROM records_fts "
+                     "WHERE records_fts MATCH ? ORDER BY rowid DESC LIMIT ?)", (fts_query("", (), [term]), cap))
+        return TermCount(term, int(row[0]), int(row[1]))
+
+    @staticmethod
+    def _ranked(db: Sql, match: str, ns_ids: Sequence[int], k: int, kinds: Sequence[str] | None,
+                floor: int) -> list[Any]:
+        """The ``k`` best matches by bm25 among records of ``ns_ids`` (of ``kinds``) with ids from ``floor`` on."""
+        members, args = db.in_(list(ns_ids))
+        sql = ("SELECT r.id, bm25(records_fts, 1.0, 0.0) AS score FROM records_fts "
+               f"JOIN records r ON r.id = records_fts.rowid WHERE records_fts MATCH ? AND r.ns {members}")
+        args = [match, *args]
+        if floor:
+            sql += " AND records_fts.rowid >= ?"
+            args.append(floor)
+        if kinds:
+            kind_members, kind_args = db.in_(list(kinds))
+            sql += f" AND r.kind {kind_members}"
+            args += kind_args
+        return db.all(sql + " ORDER BY score, r.id DESC LIMIT ?", [*args, k])
 
     def _query_tokens(self, query: str, ns_ids: Sequence[int]) -> list[str] | None:
         """The blind tokens of the query's words for these namespaces' keys (``None`` when not encrypted);
@@ -710,6 +767,11 @@ class SqliteJournal(SqlJournal):
             if self._db is not None:
                 self._db.close()
                 self._db = None  # type: ignore[assignment]
+
+
+def _hits(rows: Sequence[Any]) -> list[KeywordHit]:
+    # bm25() is lower-is-better and negative; report a positive relevance.
+    return [KeywordHit(int(r[0]), i + 1, -float(r[1])) for i, r in enumerate(rows)]
 
 
 def _count_in_file(path: Path, needle: bytes, chunk: int = 1 << 20) -> int:

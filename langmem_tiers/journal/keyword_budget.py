@@ -1,0 +1,103 @@
+"""How much of a keyword query a journal ranks: the query's selective terms within a budget of matches (pure).
+
+Ranking a match costs far more than finding it (FTS5's bm25 reads the match's positions and
+the record's length, and the namespace filter joins the record: a few microseconds per match
+on a quiet 2-core machine, against ~0.1 us to step over a posting), so the work of a keyword
+search is the number of matches it ranks: a word shared by a third of a million-record history
+made every query containing it rank hundreds of thousands of records. The SQLite journal:
+
+- a scope of at most ``budget`` records (every evaluation haystack, any small session even in a
+  huge journal) is searched exactly as without a budget;
+- otherwise each query term's matches are counted, journal-wide and newest first, up to
+  ``budget + 1`` (an upper bound of the scope's matches; no ranking, so cheap), and
+  :func:`plan_terms` decides: every term when their matches together fit the budget (the
+  same hits as without it); else the rarest terms while their matches fit (always at least
+  the rarest), which bm25 weighs most; and when even the rarest term has more matches than
+  the budget, that term among its newest matches only, a record id range that FTS5 seeks to
+  (:func:`recency_windows`: the window grows until ``k`` records pass the filters or the
+  budget is spent). Recent history is the likelier subject of a question whose every word is
+  everywhere.
+- the records ranked are those holding a kept term, scored by bm25 over every query word, so
+  the dropped common words still order what the rare ones found.
+
+Counting journal-wide keeps the count cheap (counting in the scope makes FTS5 walk the scope's
+own term, one posting per record of the scope), at a price in a journal shared by many users:
+a large session in a much larger journal may drop terms its own matches would have afforded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+# Matches a keyword query may rank. 2,000: above every evaluation haystack (a LoCoMo conversation
+# holds ~660 messages, a LongMemEval haystack ~250 turns; the largest sum of query-term document
+# frequencies there is ~500), so those rank exactly as without a budget, while a query of common
+# words at 100k-1M records ranks at most 2,000 matches instead of hundreds of thousands
+# (figures: ``benchmarks/sql_layer_cost.py --keyword-scale``).
+KEYWORD_BUDGET = 2_000
+# The first recency window holds this fraction of the budget; each next one doubles, up to the budget.
+FIRST_WINDOW_SHARE = 4
+
+
+@dataclass(frozen=True, slots=True)
+class TermCount:
+    """One query term's matches in the searched scope, counted up to ``budget + 1``.
+
+    ``oldest`` is the smallest record id among the counted (newest) matches: the further back
+    the newest ``budget + 1`` matches reach, the rarer the term is in recent history.
+    """
+
+    term: str
+    matches: int
+    oldest: int
+
+
+@dataclass(frozen=True, slots=True)
+class KeywordPlan:
+    """What to rank: these terms, among all their matches (``recent`` False) or only their newest ones."""
+
+    terms: tuple[str, ...]
+    recent: bool = False
+
+
+def plan_terms(counts: Sequence[TermCount], budget: int | None) -> KeywordPlan:
+    """The terms to rank within ``budget`` matches (``None``: every term, no bound).
+
+    Example:
+        >>> plan_terms([TermCount("trip", 900, 5), TermCount("lisbon", 40, 70), TermCount("we", 3001, 9)], 2000)
+        KeywordPlan(terms=('trip', 'lisbon'), recent=False)
+        >>> plan_terms([TermCount("trip", 2001, 500), TermCount("we", 2001, 900)], 2000)
+        KeywordPlan(terms=('trip',), recent=True)
+    """
+    terms = tuple(c.term for c in counts)
+    if budget is None or sum(c.matches for c in counts) <= budget:
+        return KeywordPlan(terms)
+    # Rarest first; among terms over the budget (their counts capped alike) the one whose
+    # newest matches reach furthest back; then the query's own order.
+    ranked = sorted(range(len(counts)), key=lambda i: (counts[i].matches, counts[i].oldest, i))
+    rarest = counts[ranked[0]]
+    if rarest.matches > budget:
+        return KeywordPlan((rarest.term,), recent=True)
+    kept, total = [], 0
+    for i in ranked:
+        if total + counts[i].matches > budget:
+            break
+        kept.append(i)
+        total += counts[i].matches
+    return KeywordPlan(tuple(counts[i].term for i in sorted(kept)))
+
+
+def recency_windows(budget: int) -> list[int]:
+    """How many of a term's newest matches each recency window ranks: a quarter of the budget, doubling.
+
+    Example:
+        >>> recency_windows(2000)
+        [500, 1000, 2000]
+    """
+    size = max(budget // FIRST_WINDOW_SHARE, 1)
+    windows = []
+    while size < budget:
+        windows.append(size)
+        size *= 2
+    return [*windows, budget]

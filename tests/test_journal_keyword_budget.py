@@ -1,0 +1,143 @@
+"""The keyword budget: what a large scope's keyword search ranks (SQLite; the planner is pure).
+
+Budgets here are tiny so that a few dozen records exceed them; the default (2,000) is far
+above any test corpus, whose searches therefore rank exactly as without a budget.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from langmem_tiers.journal.base import Namespace, NewRecord, search_terms
+from langmem_tiers.journal.keyword_budget import KEYWORD_BUDGET, KeywordPlan, TermCount, plan_terms, recency_windows
+from langmem_tiers.journal.sqlite import SqliteJournal
+from langmem_tiers.keyring import FolderKeyRing
+from tests.test_journal_contract import RANKING_CASES, RANKING_CORPUS
+
+PLAN_CASES: list[tuple[str, list[tuple[str, int, int]], int | None, KeywordPlan]] = [
+    ("no budget: every term", [("a", 10**6, 1), ("b", 10**6, 1)], None, KeywordPlan(("a", "b"))),
+    ("all fit: every term", [("a", 5, 1), ("b", 15, 1)], 20, KeywordPlan(("a", "b"))),
+    ("the rarest while they fit, in query order", [("common", 21, 3), ("rare", 2, 9), ("mid", 15, 4)], 20,
+     KeywordPlan(("rare", "mid"))),
+    ("a term that does not fit ends the list", [("x", 12, 1), ("y", 9, 1), ("z", 10, 1)], 20, KeywordPlan(("y", "z"))),
+    ("the rarest is always kept", [("a", 20, 1), ("b", 21, 1)], 20, KeywordPlan(("a",))),
+    ("all over: the one reaching furthest back, by recency", [("we", 21, 90), ("trip", 21, 40), ("go", 21, 70)], 20,
+     KeywordPlan(("trip",), recent=True)),
+    ("ties keep the query's order", [("p", 21, 5), ("q", 21, 5)], 20, KeywordPlan(("p",), recent=True)),
+]
+
+
+@pytest.mark.parametrize(("label", "counts", "budget", "plan"), PLAN_CASES, ids=[c[0] for c in PLAN_CASES])
+def test_plan_terms(label: str, counts: list[tuple[str, int, int]], budget: int | None, plan: KeywordPlan) -> None:
+    assert plan_terms([TermCount(*c) for c in counts], budget) == plan
+
+
+def test_recency_windows_double_up_to_the_budget() -> None:
+    assert recency_windows(20) == [5, 10, 20]
+    assert recency_windows(3) == [1, 2, 3]
+    assert recency_windows(1) == [1]
+    assert recency_windows(KEYWORD_BUDGET)[-1] == KEYWORD_BUDGET
+
+
+@pytest.fixture
+def journal(tmp_path: Path) -> SqliteJournal:
+    j = SqliteJournal(tmp_path / "journal.sqlite3")
+    yield j  # type: ignore[misc]
+    j.close()
+
+
+def _ids(journal: SqliteJournal, query: str, ns_ids: list[int], k: int = 10, kinds: list[str] | None = None,
+         budget: int | None = None) -> list[int]:
+    journal.keyword_budget = budget
+    try:
+        return [h.record_id for h in journal.keyword_search(query, ns_ids, k, kinds)]
+    finally:
+        journal.keyword_budget = KEYWORD_BUDGET
+
+
+def test_under_the_budget_the_hits_are_those_of_an_unbounded_search(journal: SqliteJournal) -> None:
+    """A scope larger than the budget whose query terms fit it ranks every term, as without a budget."""
+    ns_id = journal.namespace_id(Namespace("s", "u")) or 0
+    journal.add_records(ns_id, [NewRecord("turn", t, created_at=1000.0 + i) for i, t in enumerate(RANKING_CORPUS)])
+    budget = 12  # < 40 records: the terms are counted; each ranking query below has <= 12 matches
+    checked = 0
+    for _, query, _ in RANKING_CASES:
+        counts = [journal._count_matches(journal._sql, t, budget + 1) for t in search_terms(query)]
+        if sum(c.matches for c in counts) > budget:
+            continue
+        checked += 1
+        for k in (1, 3, 10):
+            assert _ids(journal, query, [ns_id], k, budget=budget) == _ids(journal, query, [ns_id], k), query
+    assert checked >= 5
+    # The default budget is far above this corpus: every ranking case ranks as without one.
+    for _, query, _ in RANKING_CASES:
+        assert _ids(journal, query, [ns_id], budget=KEYWORD_BUDGET) == _ids(journal, query, [ns_id])
+
+
+def test_over_the_budget_the_rare_terms_find_and_every_word_orders(journal: SqliteJournal) -> None:
+    ns_id = journal.namespace_id(Namespace("s", "u")) or 0
+    common = journal.add_records(ns_id, [NewRecord("turn", f"the weather report number {i}") for i in range(30)])
+    plain, both = journal.add_records(ns_id, [NewRecord("turn", "we took the kayak out on the lake"),
+                                              NewRecord("turn", "kayak lessons in stormy weather")])
+    unbounded = _ids(journal, "kayak weather", [ns_id], 5)
+    assert unbounded[:2] == [both, plain]
+    assert len(unbounded) == 5
+    assert set(unbounded[2:]) <= set(common)  # then records of the common word
+    bounded = _ids(journal, "kayak weather", [ns_id], 5, budget=20)  # weather: 31 matches, over the budget
+    assert bounded == [both, plain]  # only records holding the rare word, the one with both words first
+
+
+def test_when_every_term_is_over_the_budget_the_newest_matches_are_ranked(journal: SqliteJournal) -> None:
+    ns_id = journal.namespace_id(Namespace("s", "u")) or 0
+    other = journal.namespace_id(Namespace("t", "u")) or 0
+    ids = []
+    for i in range(30):  # the two sessions interleave; in "s", every third record is a fact
+        ids += journal.add_records(ns_id, [NewRecord("fact" if i % 3 == 0 else "turn", f"the weather on day {i}")])
+        journal.add_records(other, [NewRecord("turn", f"other weather {i}")])
+    # Windows of the newest 5, 10, 20 journal-wide matches (half of them the other session's).
+    assert set(_ids(journal, "weather", [ns_id], 2, budget=20)) <= set(ids[-3:])
+    found = _ids(journal, "weather", [ns_id], 4, budget=20)
+    assert len(found) == 4
+    assert set(found) <= set(ids[-5:])
+    # The budget spent before k records pass the filters: what the newest 20 matches hold.
+    assert sorted(_ids(journal, "weather", [ns_id], 30, budget=20)) == ids[-10:]
+    facts = _ids(journal, "weather", [ns_id], 30, kinds=["fact"], budget=20)
+    # Ten facts in the session: a scope within the budget, searched whole.
+    assert sorted(facts) == [r for i, r in enumerate(ids) if i % 3 == 0]
+    assert len(_ids(journal, "weather", [ns_id], 30)) == 30  # unbounded: every match
+
+
+def test_a_small_scope_in_a_large_journal_ranks_as_without_a_budget(journal: SqliteJournal) -> None:
+    small = journal.namespace_id(Namespace("small", "u")) or 0
+    big = journal.namespace_id(Namespace("big", "v")) or 0
+    journal.add_records(big, [NewRecord("turn", f"weather and kayak talk {i}") for i in range(50)])
+    mine = journal.add_records(small, [NewRecord("turn", "kayak"), NewRecord("turn", "weather"),
+                                       NewRecord("turn", "kayak weather")])
+    assert _ids(journal, "kayak weather", [small], budget=5) == _ids(journal, "kayak weather", [small])
+    assert set(_ids(journal, "kayak weather", [small], budget=5)) == set(mine)
+
+
+def test_an_encrypted_journal_bounds_its_blind_tokens_alike(tmp_path: Path) -> None:
+    journal = SqliteJournal(tmp_path / "journal.sqlite3", keyring=FolderKeyRing(tmp_path / "keys"))
+    try:
+        ns_id = journal.namespace_id(Namespace("s", "u")) or 0
+        journal.add_records(ns_id, [NewRecord("turn", f"the weather report number {i}") for i in range(30)])
+        plain, both = journal.add_records(ns_id, [NewRecord("turn", "we took the kayak out on the lake"),
+                                                  NewRecord("turn", "kayak lessons in stormy weather")])
+        # Only the records holding the rare word's token (the order is bm25's over the blind tokens).
+        assert sorted(_ids(journal, "kayak weather", [ns_id], 5, budget=20)) == [plain, both]
+        assert len(_ids(journal, "kayak weather", [ns_id], 5)) == 5  # unbounded: the weather records too
+    finally:
+        journal.close()
+
+
+def test_docstring_examples_run() -> None:
+    import doctest
+
+    from langmem_tiers.journal import keyword_budget
+
+    result = doctest.testmod(keyword_budget)
+    assert result.attempted > 0
+    assert result.failed == 0

@@ -31,6 +31,10 @@ that keep a long tail as the history grows). Query shapes: "rare" ("What did I s
 
     .venv/bin/python benchmarks/sql_layer_cost.py --keyword-scale 10000,100000,1000000 --keep /tmp/kw
     .venv/bin/python benchmarks/sql_layer_cost.py --keyword-scale 10000,100000 --backend postgres
+
+``--decode N`` times ``journal.records()`` of N turn records (a context() loads ~300 candidates) on
+SQLite, and the row decoder alone against the one it replaced (every column through json.loads),
+on the same rows, alternated call by call.
 """
 
 from __future__ import annotations
@@ -465,6 +469,49 @@ def _scale_line(row: tuple[Any, ...]) -> str:
             f"{same:>6}/{total:<4}{overlap:>8.2f}")
 
 
+def json_row_record(row: Any, codec: Any) -> Any:
+    """The row decoder before issue 15 (every JSON column through json.loads): the reference."""
+    from langmem_tiers.journal.base import Record
+
+    ns = Namespace(row[1], row[2], row[3])
+    text, tags, metadata, key = codec.record_fields(ns, str(row[5]), str(row[9]), str(row[10]), row[12])
+    return Record(id=int(row[0]), namespace=ns, kind=str(row[4]), text=text, message_ids=tuple(json.loads(row[6])),
+                  importance=float(row[7]), pinned=bool(row[8]), tags=tuple(json.loads(tags)),
+                  metadata=json.loads(metadata), created_at=float(row[11]), key=key,
+                  valid_to=None if row[13] is None else float(row[13]))
+
+
+def decode_rows(count: int, n: int) -> list[tuple[str, float, float]]:
+    from langmem_tiers.journal.base import NewRecord
+    from langmem_tiers.journal.rows import RECORD_SELECT, row_record
+    from langmem_tiers.journal.sqlite import SqliteJournal
+
+    with tempfile.TemporaryDirectory() as tmp:
+        journal = SqliteJournal(Path(tmp) / "journal.sqlite3")
+        ns_id = journal.namespace_id(Namespace("s", "u"))
+        ids = journal.add_records(ns_id, [NewRecord(
+            "turn", f"user: what about the garden, day {i}?\nassistant: water the basil in the morning, day {i}.",
+            message_ids=(2 * i + 1, 2 * i + 2), created_at=1.0 + i) for i in range(count)])
+        codec = journal._row_codec
+        members = ",".join("?" * len(ids))
+        rows = journal._db.execute(f"{RECORD_SELECT} WHERE r.id IN ({members}) ORDER BY r.id", ids).fetchall()
+        assert [json_row_record(r, codec) for r in rows] == [row_record(r, codec) for r in rows]
+        ops: dict[str, Callable[[], object]] = {
+            f"decode {count} rows, json.loads (before)": lambda: [json_row_record(r, codec) for r in rows],
+            f"decode {count} rows (now)": lambda: [row_record(r, codec) for r in rows],
+            f"journal.records({count} ids)": lambda: journal.records(ids),
+        }
+        samples: dict[str, list[float]] = {name: [] for name in ops}
+        for i in range(n + 20):
+            for name, op in ops.items():
+                start = time.perf_counter()
+                op()
+                if i >= 20:  # warm-up
+                    samples[name].append((time.perf_counter() - start) * 1000)
+        journal.close()
+    return [(name, statistics.median(v), sorted(v)[int(0.95 * (len(v) - 1))]) for name, v in samples.items()]
+
+
 SCALE_HEADER = (f"{'backend':<9}{'layout':<6}{'records':>9}  {'shape':<7}{'unb p50':>10}{'unb p95':>10}"
                 f"{'bud p50':>10}{'bud p95':>10}{'same':>11}{'top20':>8}")
 
@@ -481,7 +528,13 @@ def main() -> None:
     parser.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
     parser.add_argument("--keep", type=Path, help="build SQLite journals here once and reuse them")
     parser.add_argument("--chat", type=Path, default=DEFAULT_CHAT, help="LoCoMo's data file (official format)")
+    parser.add_argument("--decode", type=int, metavar="N", help="time decoding N records (journal.records)")
     args = parser.parse_args()
+    if args.decode:
+        print(f"{'operation':<44}{'p50 ms':>9}{'p95 ms':>9}")
+        for name, p50, p95 in decode_rows(args.decode, args.n if args.n != 1000 else 300):
+            print(f"{name:<44}{p50:>9.3f}{p95:>9.3f}")
+        return
     if args.keyword_scale:
         sizes = [int(s) for s in args.keyword_scale.split(",")]
         layouts = args.layouts.split(",")

@@ -9,6 +9,7 @@ so both backends write the same bytes), and the decoders that turn a row, opened
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -79,8 +80,25 @@ def row_message(row: Sequence[Any], codec: RowCodec) -> Message:
     )
 
 
+# A list of message ids as ``to_json`` writes it: "[]", "[12]", "[12, 13]".
+_ID = r"-?(?:0|[1-9][0-9]*)"
+_ID_LIST = re.compile(rf"\[(?:{_ID}(?:, {_ID})*)?\]")
+
+
+def _id_tuple(stored: str) -> tuple[Any, ...]:
+    """``tuple(json.loads(stored))``, without the JSON decoder for the lists of ids the journal writes
+    (a third of a record's decoding time; anything else still goes through ``json.loads``)."""
+    if _ID_LIST.fullmatch(stored):
+        return tuple(map(int, stored[1:-1].split(","))) if len(stored) > 2 else ()
+    return tuple(json.loads(stored))
+
+
 def row_record(row: Sequence[Any], codec: RowCodec) -> Record:
-    """A record from a row of ``RECORD_SELECT``."""
+    """A record from a row of ``RECORD_SELECT``.
+
+    Most records have no tags and no metadata: the stored "[]" and "{}" decode without the JSON
+    decoder (a new dict each time; nothing decoded is kept between calls).
+    """
     ns = Namespace(row[1], row[2], row[3])
     text, tags, metadata, key = codec.record_fields(ns, str(row[5]), str(row[9]), str(row[10]), row[12])
     return Record(
@@ -88,11 +106,11 @@ def row_record(row: Sequence[Any], codec: RowCodec) -> Record:
         namespace=ns,
         kind=str(row[4]),
         text=text,
-        message_ids=tuple(json.loads(row[6])),
+        message_ids=_id_tuple(row[6]),
         importance=float(row[7]),
         pinned=bool(row[8]),
-        tags=tuple(json.loads(tags)),
-        metadata=json.loads(metadata),
+        tags=() if tags == "[]" else tuple(json.loads(tags)),
+        metadata={} if metadata == "{}" else json.loads(metadata),
         created_at=float(row[11]),
         key=key,
         valid_to=None if row[13] is None else float(row[13]),

@@ -143,8 +143,28 @@ def exact_truth(data: Any, queries: Any, k: int) -> tuple[list[list[int]], list[
     return found, ms, build
 
 
+def quality(found: list[list[int]], truth: list[list[int]], data: Any, queries: Any, k: int,
+            base: int | None) -> dict[str, float]:
+    """Beyond recall: how much less similar the returned vectors are than the exact top k (mean cosine), and
+    for replicated real vectors the recall of distinct turns (a noisy copy of a turn stands for it)."""
+    def mean_sim(ids: list[int], q: Any) -> float:
+        return float(np.mean(data[np.asarray(ids[:k]) - 1] @ q)) if ids else 0.0
+
+    def turns(ids: list[int]) -> set[int]:
+        assert base is not None
+        return {(i - 1) % base for i in ids[:k]}
+
+    out = {"similarity_gap": round(float(np.mean([mean_sim(t, q) - mean_sim(f, q)
+                                                  for f, t, q in zip(found, truth, queries)])), 5)}
+    if base is not None:
+        out[f"turn_recall_at_{k}"] = round(statistics.mean(
+            len(turns(f) & turns(t)) / max(len(turns(t)), 1) for f, t in zip(found, truth)), 4)
+    return out
+
+
 def measure(kind: str, size: int, data: Any, queries: Any, k: int, connectivity: int, expansion_add: int,
-            searches: list[int], exact: tuple[list[list[int]], list[float], float]) -> list[dict[str, Any]]:
+            searches: list[int], exact: tuple[list[list[int]], list[float], float],
+            base: int | None = None) -> list[dict[str, Any]]:
     """One HNSW build, searched with each ``expansion_search`` of ``searches``: one row each."""
     truth, exact_ms, exact_build = exact
     before = rss()
@@ -153,11 +173,12 @@ def measure(kind: str, size: int, data: Any, queries: Any, k: int, connectivity:
     grown = rss() - before
     rows = []
     for expansion_search in searches:
-        graph.index.expansion_search = expansion_search
+        graph.expansion_search = expansion_search  # what the entry asks for (wider beyond HNSW_LARGE)
         found, ms = timed_search(graph, queries, k)
         rows.append({
             "kind": kind, "size": size, "dim": data.shape[1], "k": k, "queries": len(queries),
-            "connectivity": connectivity, "expansion_add": expansion_add, "expansion_search": expansion_search,
+            "connectivity": connectivity, "expansion_add": expansion_add,
+            "expansion_search": int(graph.index.expansion_search),
             "exact_build_s": round(exact_build, 3), "exact_ms_p50": round(statistics.median(exact_ms), 3),
             "exact_ms_p95": round(pct(exact_ms, 0.95), 3), "exact_bytes_per_vector": 4 * data.shape[1] + 16,
             "hnsw_build_s": round(build_s, 2), "hnsw_build_per_s": round(size / build_s),
@@ -167,6 +188,7 @@ def measure(kind: str, size: int, data: Any, queries: Any, k: int, connectivity:
             "hnsw_rss_bytes_per_vector": round(grown / size),
             "hnsw_accounted_bytes_per_vector": hnsw_bytes_per_vector(data.shape[1], connectivity),
             "rss_mb": round(rss() / 2**20), "peak_rss_mb": round(peak_rss() / 2**20),
+            **quality(found, truth, data, queries, k, base if base is not None and size > base else None),
         })
     del graph
     return rows
@@ -182,6 +204,8 @@ def main() -> None:
     parser.add_argument("--noise", type=float, default=0.5, help="norm of the noise added to replicated turns")
     parser.add_argument("--cache", default=None, help="where the real vectors are kept between runs")
     parser.add_argument("--grid", action="store_true", help="try connectivity x expansion_search on the first size")
+    parser.add_argument("--connectivity", type=int, default=HNSW_CONNECTIVITY)
+    parser.add_argument("--searches", default=str(HNSW_EXPANSION_SEARCH), help="expansion_search values (a,b,...)")
     parser.add_argument("--out", default=None, help="write every row to this JSON file")
     args = parser.parse_args()
     print(json.dumps({"machine": f"{platform.machine()} {os.cpu_count()} cores, python {platform.python_version()}",
@@ -197,11 +221,12 @@ def main() -> None:
         for n, size in enumerate(sizes):
             data, queries = dataset(kind, size, real, args.noise, args.queries)
             exact = exact_truth(data, queries, args.k)
-            builds = [(HNSW_CONNECTIVITY, HNSW_EXPANSION_ADD, [HNSW_EXPANSION_SEARCH])]
+            builds = [(args.connectivity, HNSW_EXPANSION_ADD, [int(x) for x in args.searches.split(",")])]
             if args.grid and n == 0:
                 builds = [(m, ea, [64, 128, 256]) for m in (8, 16, 32) for ea in (32, HNSW_EXPANSION_ADD)]
             for m, ea, searches in builds:
-                for row in measure(kind, size, data, queries, args.k, m, ea, searches, exact):
+                base = len(real[0]) if kind == "real" and real is not None else None
+                for row in measure(kind, size, data, queries, args.k, m, ea, searches, exact, base):
                     rows.append(row)
                     print(json.dumps(row), flush=True)
                 if args.out:

@@ -7,9 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 from langmem_tiers import MemoryConfig, TieredMemory, WordCounter
 from langmem_tiers.embedders.callable import CallableEmbedder
+from langmem_tiers.errors import ConfigError
 from langmem_tiers.journal.base import Scope
 from langmem_tiers.recall.scope_vectors import HOT_WINDOW, ScopeVectors
 
@@ -327,3 +329,13 @@ def test_byte_bound_holds_and_scopes_that_do_not_fit_go_to_chroma(tmp_path: Path
         finally:
             for h in handles:
                 h.close()
+
+
+def test_vector_cache_mb_is_validated_and_bounds_the_index(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="vector_cache_mb"):
+        MemoryConfig(vector_cache_mb=0)
+    config = MemoryConfig(context_tokens=400, window_tokens=60, summary_tokens=20, recall_tokens=100,
+                          vector_cache_mb=3)
+    with TieredMemory.open(tmp_path, session_id="s", user_id="u", config=config, counter=WordCounter(),
+                           embedder=CallableEmbedder(_vectors, dimension=DIM, key="test:hash32")) as memory:
+        assert _cache(memory).max_bytes == 3 * 2**20

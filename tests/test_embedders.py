@@ -68,7 +68,7 @@ def test_local_vectors_do_not_depend_on_batch_size_or_order(local: LocalEmbedder
              f"{FILLER} {TAIL}", "assistant: the invoice is in cabinet four."]
     want = LocalEmbedder(batch_size=1).embed(texts)
     order = [8, 0, 5, 2, 7, 1, 4, 6, 3]
-    for batch_size in (2, 3, 16, 64):
+    for batch_size in (2, 3, 8, 64):
         emb = LocalEmbedder(batch_size=batch_size)
         assert emb._st() is local._st()  # the same loaded model: only batching differs
         got = emb.embed(texts)
@@ -76,6 +76,12 @@ def test_local_vectors_do_not_depend_on_batch_size_or_order(local: LocalEmbedder
         for i, vector in enumerate(want):
             assert max(abs(x - y) for x, y in zip(got[i], vector)) < 1e-5, (batch_size, i)
             assert max(abs(x - y) for x, y in zip(shuffled[order.index(i)], vector)) < 1e-5, (batch_size, i)
+
+
+def test_local_default_batch_size_follows_the_device() -> None:
+    assert LocalEmbedder(device="cpu").batch_size == local_mod.DEFAULT_BATCH_SIZE == 8
+    assert LocalEmbedder(device="cuda").batch_size == local_mod.ACCELERATOR_BATCH_SIZE == 64
+    assert LocalEmbedder(device="cuda", batch_size=5).batch_size == 5  # a given size always wins
 
 
 def test_local_empty_input_and_str_refused(local: LocalEmbedder) -> None:

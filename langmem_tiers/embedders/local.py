@@ -60,11 +60,13 @@ def packaged_model_path() -> Path:
 
 AUTO_DEVICE = "auto"
 
-# Texts per forward pass. sentence-transformers sorts one call's texts by length and pads each
-# batch to its longest text; on a CPU, small batches also keep the activations in cache. Measured
-# with benchmarks/ingest.py (issue 15) on a 2-core CPU: 8 to 32 embed chat lines and LongMemEval
-# turns faster than 64, the default before.
-DEFAULT_BATCH_SIZE = 16
+# Texts per forward pass when none is given. sentence-transformers sorts one call's texts by length
+# and pads each batch to its longest text; on a CPU, small batches also keep the activations in
+# cache. Measured with benchmarks/ingest.py (issue 15) on a 2-core CPU: 8 was the fastest of
+# 8/16/32/64 in every sweep on chat lines and LongMemEval turns, 64 (the default before, kept
+# for accelerators, whose throughput grows with the batch) the slowest, by 20-50%.
+DEFAULT_BATCH_SIZE = 8
+ACCELERATOR_BATCH_SIZE = 64
 
 
 def pick_device() -> str:
@@ -117,8 +119,9 @@ class LocalEmbedder:
     Args:
         model: a local model folder or a model name already in the Hugging Face cache;
             ``None`` uses the packaged all-MiniLM-L6-v2 (384 dimensions).
-        batch_size: texts per forward pass (sentence-transformers sorts a call's texts by length
-            first, so a batch pads little); the vectors do not depend on it.
+        batch_size: texts per forward pass; ``None``: 8 on a CPU, 64 on an accelerator
+            (sentence-transformers sorts a call's texts by length first, so a batch pads little).
+            The vectors do not depend on it.
         device: a torch device name (``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"``), or ``"auto"``
             (the default): CUDA, then MPS, then the CPU, whichever torch finds first.
 
@@ -130,10 +133,12 @@ class LocalEmbedder:
         384
     """
 
-    def __init__(self, model: str | Path | None = None, *, batch_size: int = DEFAULT_BATCH_SIZE,
+    def __init__(self, model: str | Path | None = None, *, batch_size: int | None = None,
                  device: str = AUTO_DEVICE) -> None:
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ConfigError(f"batch_size ({batch_size!r}) must be an integer >= 1: {DEFAULT_BATCH_SIZE} suits a CPU")
+        if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int)
+                                       or batch_size < 1):
+            raise ConfigError(f"batch_size ({batch_size!r}) must be an integer >= 1, or None for "
+                              f"{DEFAULT_BATCH_SIZE} on a CPU and {ACCELERATOR_BATCH_SIZE} on an accelerator")
         if not isinstance(device, str) or not device:
             raise ConfigError(f"device ({device!r}) must be 'auto' or a torch device name such as 'cpu' or 'cuda'")
         if model is None:
@@ -152,14 +157,21 @@ class LocalEmbedder:
         # The key is the model's name, not its path, so it is stable across machines and
         # virtualenvs; vectors from other models never share an index with these.
         self.key = f"st:{name}"
-        self.batch_size = batch_size
+        self._batch_size = batch_size
         self.requested_device = device
         self._device: str | None = None if device == AUTO_DEVICE else device
         self._dimension: int | None = None
         self._max_tokens: int | None = None
 
     def __repr__(self) -> str:
-        return f"LocalEmbedder(key={self.key!r}, device={self.requested_device!r}, batch_size={self.batch_size})"
+        return f"LocalEmbedder(key={self.key!r}, device={self.requested_device!r}, batch_size={self._batch_size})"
+
+    @property
+    def batch_size(self) -> int:
+        """Texts per forward pass: the one given, or the default for :attr:`device`."""
+        if self._batch_size is not None:
+            return self._batch_size
+        return DEFAULT_BATCH_SIZE if self.device == "cpu" else ACCELERATOR_BATCH_SIZE
 
     @property
     def device(self) -> str:

@@ -17,8 +17,11 @@ made every query containing it rank hundreds of thousands of records. The SQLite
   (:func:`recency_windows`: the window grows until ``k`` records pass the filters or the
   budget is spent). Recent history is the likelier subject of a question whose every word is
   everywhere.
-- the records ranked are those holding a kept term, scored by bm25 over every query word, so
-  the dropped common words still order what the rare ones found.
+- the records ranked are those holding a kept term, scored by bm25 over the kept terms and the
+  dropped ones whose matches were all counted (at most the budget each), so those still order
+  what the rare ones found. A term over the budget never scores: FTS5's bm25 counts every match
+  of each phrase of the query for its weight, so it would cost O(its matches) again. For the
+  same reason a recency window still pays that count for its one term (~0.3 us per match).
 
 Counting journal-wide keeps the count cheap (counting in the scope makes FTS5 walk the scope's
 own term, one posting per record of the scope), at a price in a journal shared by many users:

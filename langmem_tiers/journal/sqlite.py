@@ -636,17 +636,21 @@ class SqliteJournal(SqlJournal):
                 # As without a budget: FTS5 narrows by the scope's terms (few records: cheap).
                 match = fts_query("", ns_ids, terms)
                 return _hits(self._ranked(db, match, ns_ids, k, kinds, 0) if match else [])
-            plan = plan_terms([self._count_matches(db, t, budget + 1) for t in terms], budget)
+            counts = [self._count_matches(db, t, budget + 1) for t in terms]
+            plan = plan_terms(counts, budget)
             # A large scope: the terms' matches counted journal-wide (at most the budget) are the
             # rows ranked. FTS5 walking the scope's own term (every record of the scope) would cost
             # more than the join that filters the matches, and it never changes a score.
-            kept, every = fts_query("", (), plan.terms), fts_query("", (), terms)
-            if kept is None or every is None:
+            kept = fts_query("", (), plan.terms)
+            if kept is None:
                 return []
-            # The rows are those holding a kept term; every query word scores them (bm25 sums the
-            # phrases of "kept AND every", so a kept term counts twice): closer to the unbounded
-            # order than the kept terms alone (benchmarks/sql_layer_cost.py --keyword-scale).
-            match = kept if plan.terms == tuple(terms) else f"{kept} AND {every}"
+            # The rows are those holding a kept term; the dropped terms whose matches were all
+            # counted (at most the budget each) score them too: bm25 sums the phrases of "kept AND
+            # scoring" (a kept term counts twice), which orders them closer to the unbounded search
+            # (benchmarks/sql_layer_cost.py --keyword-scale). A term over the budget never scores:
+            # FTS5's bm25 counts every match of each phrase for its weight, O(its matches).
+            scoring = fts_query("", (), [c.term for c in counts if c.matches <= budget])
+            match = kept if scoring in (None, kept) else f"{kept} AND {scoring}"
             if not plan.recent:  # every term when they fit: the same hits as without a budget
                 return _hits(self._ranked(db, match, ns_ids, k, kinds, 0))
             newest = [int(r[0]) for r in db.all("SELECT rowid FROM records_fts WHERE records_fts MATCH ? "

@@ -147,7 +147,8 @@ class _HnswRows:
         self.dim = dim
         self.connectivity = connectivity
         self.expansion_search = expansion_search
-        self.index = Index(ndim=dim, metric="cos", dtype="i8", connectivity=connectivity,
+        # Any: usearch's search-expansion setter is untyped (mypy sees the property read-only).
+        self.index: Any = Index(ndim=dim, metric="cos", dtype="i8", connectivity=connectivity,
                            expansion_add=expansion_add, expansion_search=expansion_search)
 
     def __len__(self) -> int:

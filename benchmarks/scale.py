@@ -24,6 +24,10 @@ first context() after filling (the cold one: in-process vector copies are built)
 apart. With ``--servers`` the journal is a throwaway PostgreSQL cluster and the vectors a
 ``chroma run`` server, both on 127.0.0.1 (started with the test suite's helpers in tests/support).
 
+``--reuse FOLDER`` measures on a folder an earlier run filled (each run prints its folder): a 1M
+fill takes most of an hour here, so a before/after pair fills once, copies the folder, and runs each
+tree on its copy (a newer journal schema migrates the copy when it opens).
+
 Writes ``OUT.json`` (the rows) and ``OUT.png`` (p50/p95 latency against stored messages, log x);
 ``OUT`` defaults to ``benchmarks/results/scale-LAYOUT`` (``-servers`` appended with ``--servers``).
 """
@@ -118,17 +122,19 @@ def _p(values: list[float]) -> tuple[float, float]:
 
 
 def measure(size: int, vectors: bool, samples: int, layout: str, per_session: int,
-            journal_url: str | None = None, chroma: str | None = None) -> dict[str, Any]:
+            journal_url: str | None = None, chroma: str | None = None, reuse: Path | None = None) -> dict[str, Any]:
     rng = random.Random(size)
     config = MemoryConfig(context_tokens=4000, window_tokens=2000, summary_tokens=400, recall_tokens=800,
                           recall_scope="user")
-    folder = Path(tempfile.mkdtemp(prefix="lt-scale-"))
+    folder = reuse or Path(tempfile.mkdtemp(prefix="lt-scale-"))
     # Filled from a handle on another session, so the live handle opens on the finished journal.
     with TieredMemory.open(journal_url or folder, session_id="setup", user_id="setup", config=config,
                            embedder=None if vectors else False, chroma=chroma) as setup:
         t0 = time.perf_counter()
-        fill(setup, size, rng, vectors, layout, per_session)
+        if reuse is None:
+            fill(setup, size, rng, vectors, layout, per_session)
         fill_s = time.perf_counter() - t0
+        print(json.dumps({"size": size, "folder": str(folder), "fill_s": round(fill_s, 1)}), flush=True)
         memory = setup.for_session(LIVE_SESSION, user_id=LIVE_USER)
         embedder = memory.recall.embedder if memory.recall else None
         if embedder is not None:
@@ -158,7 +164,7 @@ def measure(size: int, vectors: bool, samples: int, layout: str, per_session: in
         row["user_search_over_embed"] = round(row["user_search_ms_p50"] / row["embed_ms_p50"], 2)
     row.update({
         "max_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),  # process peak so far
-        "journal": "postgresql" if journal_url else "sqlite",
+        "journal": "postgresql" if journal_url else "sqlite", "reused_fill": reuse is not None,
         "vectors_in": "chroma server" if chroma else "embedded chroma",
     })
     return row
@@ -173,9 +179,15 @@ def main() -> None:
     parser.add_argument("--no-vectors", action="store_true")
     parser.add_argument("--servers", action="store_true", help="PostgreSQL journal + Chroma server")
     parser.add_argument("--out", default=None, help="OUT.json and OUT.png (default benchmarks/results/scale-LAYOUT)")
+    parser.add_argument("--reuse", type=Path, default=None, metavar="FOLDER",
+                        help="measure on a folder an earlier run filled (its printed 'folder'; one size, "
+                             "same layout) instead of filling a new one: before/after comparisons at 1M "
+                             "without an hour of filling each")
     parser.add_argument("--plot-only", nargs="+", default=None, metavar="JSON",
                         help="draw OUT.png from these JSON files (one line set each) and exit")
     args = parser.parse_args()
+    if args.reuse is not None and (args.servers or "," in args.sizes or not args.reuse.is_dir()):
+        parser.error(f"--reuse ({args.reuse}) takes one existing folder, one size and no --servers")
     if args.per_session < 2 or args.per_session % 2:
         parser.error(f"--per-session ({args.per_session}) must be an even number >= 2 (user/assistant turns)")
     if args.plot_only:
@@ -208,7 +220,7 @@ def run(args: argparse.Namespace, out: Path, journal_url: str | None, chroma: st
         if journal_url:  # a fresh schema per size: drop what the previous size left
             _reset_postgres(journal_url)
         row = measure(size, vectors=not args.no_vectors, samples=args.samples, layout=args.layout,
-                      per_session=args.per_session, journal_url=journal_url, chroma=chroma)
+                      per_session=args.per_session, journal_url=journal_url, chroma=chroma, reuse=args.reuse)
         rows.append(row)
         print(json.dumps(row), flush=True)
         out.with_suffix(".json").write_text(json.dumps(rows, indent=2))  # what is done survives an interrupt

@@ -15,12 +15,15 @@ The floor is the embedder alone on exactly the texts the core embedded during th
 recall records: whole turns, long ones cut into chunks by langmem_tiers.recall.units; captured
 from the embedder's calls), in one call, at the best batch size of a sweep (``--batch-sizes`` on
 ``--sweep`` texts spread over the workload, each size timed ``--sweep-rounds`` times in rotated
-order, the median kept). The machine is shared, so the floor and the ingest alternate over
-``--rounds`` rounds (ingest first in even rounds, the floor first in odd ones) and every round
-gives its own ratio; the median and the spread are reported. ``--replay`` adds a third leg per
-round: the core's own embed calls replayed alone (same texts per call, the embedder's default
-batch size), which splits "the calls are smaller than the floor's" from "the embedder shares the
-CPU with the adds".
+order, the median kept), and in the fastest place: ``--floor-modes`` times it on a fresh worker
+thread (where the core's indexer embeds) and on the main thread with 1 and with 2 torch threads,
+and keeps the fastest of each round (all are reported: on this shared 2-core machine the main
+thread with torch's default 2 threads ran 2-3x slower than a worker thread under load). The
+machine is shared, so the floor and the ingest alternate over ``--rounds`` rounds (ingest first
+in even rounds, the floor first in odd ones) and every round gives its own ratio; the median and
+the spread are reported. ``--replay`` adds a third leg per round: the core's own embed calls
+replayed alone (same texts per call, the embedder's default batch size), which splits "the calls
+are smaller than the floor's" from "the embedder shares the CPU with the adds".
 
 Where the time goes (per ingest round): ``embedder_busy_s`` is the wall time during which an
 embed call ran (the union of the calls' intervals), so ``ingest = floor + (busy - floor) +
@@ -209,11 +212,32 @@ def ingest(sessions: Sessions, embedder: LocalEmbedder) -> dict[str, Any]:
     }
 
 
-def timed_embed(embedder: LocalEmbedder, texts: list[str], batch_size: int) -> float:
+def timed_embed(embedder: LocalEmbedder, texts: list[str], batch_size: int, mode: str = "worker") -> float:
+    """Seconds to embed ``texts`` in one call, on a fresh worker thread (as the core's indexer does) or on
+    the main thread with ``main:N`` torch threads."""
     emb = LocalEmbedder(embedder._model, batch_size=batch_size, device=embedder.device)
-    t = time.perf_counter()
-    emb.embed(texts)
-    return time.perf_counter() - t
+    if mode == "worker":
+        took: list[float] = []
+
+        def run() -> None:
+            t = time.perf_counter()
+            emb.embed(texts)
+            took.append(time.perf_counter() - t)
+
+        worker = threading.Thread(target=run)
+        worker.start()
+        worker.join()
+        return took[0]
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(int(mode.split(":")[1]))
+    try:
+        t = time.perf_counter()
+        emb.embed(texts)
+        return time.perf_counter() - t
+    finally:
+        torch.set_num_threads(before)
 
 
 def sweep(texts: list[str], embedder: LocalEmbedder, sizes: Sequence[int], size: int,
@@ -234,10 +258,19 @@ def sweep(texts: list[str], embedder: LocalEmbedder, sizes: Sequence[int], size:
 
 
 def replay(calls: list[list[str]], embedder: LocalEmbedder) -> float:
-    t = time.perf_counter()
-    for call in calls:
-        embedder.embed(call)
-    return time.perf_counter() - t
+    """The core's embed calls alone, in order, on a worker thread (where the indexer makes them)."""
+    took: list[float] = []
+
+    def run() -> None:
+        t = time.perf_counter()
+        for call in calls:
+            embedder.embed(call)
+        took.append(time.perf_counter() - t)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    worker.join()
+    return took[0]
 
 
 def spread(values: Sequence[float]) -> dict[str, float]:
@@ -248,6 +281,7 @@ def spread(values: Sequence[float]) -> dict[str, float]:
 def report(name: str, sessions: Sessions, embedder: LocalEmbedder, args: argparse.Namespace) -> dict[str, Any]:
     ingests: list[dict[str, Any]] = []
     floors: list[float] = []
+    floors_by_mode: dict[str, list[float]] = defaultdict(list)
     replays: list[float] = []
     calls: list[list[str]] = []
     texts: list[str] = []
@@ -273,7 +307,10 @@ def report(name: str, sessions: Sessions, embedder: LocalEmbedder, args: argpars
             elif leg == "floor":
                 if not texts:  # odd rounds only come after an ingest named the texts
                     raise RuntimeError("the floor needs the texts of an ingest first")
-                floors.append(timed_embed(embedder, texts, best))
+                by_mode = {mode: timed_embed(embedder, texts, best, mode) for mode in args.floor_modes}
+                for mode, seconds in by_mode.items():
+                    floors_by_mode[mode].append(seconds)
+                floors.append(min(by_mode.values()))  # the floor: the embedder alone at its best
             else:
                 replays.append(replay(calls, embedder))
         print(f"{name}: round {r}: ingest {ingests[-1]['wall_s']:.2f} s, floor {floors[-1]:.2f} s, "
@@ -295,6 +332,7 @@ def report(name: str, sessions: Sessions, embedder: LocalEmbedder, args: argpars
         # target 3 reads "ingest at >= 0.9 of the floor": floor time / ingest time, as a speed ratio
         "speed_ratio_floor_over_ingest": spread(ratios),
         "ingest_s": spread([i["wall_s"] for i in ingests]), "floor_s": spread(floors),
+        "floor_s_by_mode": {m: [round(x, 2) for x in v] for m, v in floors_by_mode.items()},
         "messages_per_s": round(g["messages"] / g["wall_s"], 1),
         "rounds": rounds,
         "median_round": mid,
@@ -336,6 +374,10 @@ def main() -> None:
     parser.add_argument("--sweep", type=int, default=128, help="texts the batch-size sweep embeds")
     parser.add_argument("--sweep-rounds", type=int, default=2)
     parser.add_argument("--batch-sizes", type=lambda s: [int(x) for x in s.split(",")], default=[8, 16, 32, 64, 128])
+    parser.add_argument("--floor-modes", type=lambda s: s.split(","), default=["worker", "main:1", "main:2"],
+                        help="where the floor embeds: 'worker' (a fresh thread, as the indexer) or 'main:N' (the "
+                             "main thread, N torch threads); each round's floor is the fastest")
+    parser.add_argument("--sessions", type=int, default=0, help="LongMemEval: only the first N sessions (0: all)")
     parser.add_argument("--replay", action="store_true", help="also replay the core's embed calls alone each round")
     parser.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default)")
     parser.add_argument("--json", type=Path, default=None)
@@ -353,7 +395,11 @@ def main() -> None:
         rows.append(report(f"chat lines ({args.chat} messages)", chat_sessions(args.chat), embedder, args))
     if args.data is not None:
         sessions = longmemeval_sessions(args.data, args.haystacks)
-        rows.append(report(f"LongMemEval ({args.haystacks} haystacks)", sessions, embedder, args))
+        if args.sessions:
+            sessions = sessions[:args.sessions]
+        first = f", first {args.sessions} sessions" if args.sessions else ""
+        label = f"LongMemEval ({args.haystacks} haystacks{first})"
+        rows.append(report(label, sessions, embedder, args))
     if args.json:
         meta = {"command": " ".join(sys.argv), "torch_threads": torch.get_num_threads(),
                 "python": platform.python_version(), "torch": torch.__version__}

@@ -14,7 +14,7 @@ import pytest
 
 from langmem_tiers import MemoryConfig, TieredMemory, WordCounter
 from langmem_tiers.errors import ConfigError
-from langmem_tiers.journal.base import SCHEMA_VERSION, Journal
+from langmem_tiers.journal.base import Journal
 from langmem_tiers.messages import make_message
 from tests import test_journal_contract as contract
 from tests.conftest import SMALL_CONFIG, RecordingSummarizer
@@ -103,20 +103,13 @@ def test_clear_and_delete_remove_the_history(journal: Journal) -> None:
 
 
 def test_migration_to_v7_keeps_the_current_summary_as_the_first_version(backend: Backend) -> None:
-    journal = backend.journal()
-    ns_id = _ns(journal, "old", "u")
-    _messages(journal, ns_id, 2)
-    journal.close()
-    # Back to what schema v6 stored: a current summary and no history table.
-    backend.execute("DROP TABLE summary_versions", ())
+    backend.create_at_version(6)  # namespace 1 ('u', '', 'old') with its state row and one message
     backend.execute("UPDATE state SET summary=?, summary_tokens=?, summary_cursor=?, summary_version=? WHERE ns=?",
-                    ("written by version 6 about kayaks", 6, 1, 4, ns_id))
-    backend.set_schema_version(6)
-    journal = backend.journal()
-    [version] = journal.summary_history(ns_id)
+                    ("written by version 6 about kayaks", 6, 1, 4, 1))
+    journal = backend.journal()  # migrates 6 -> current
+    [version] = journal.summary_history(1)
     assert (version.version, version.text, version.tokens, version.cursor) == (4, "written by version 6 about kayaks",
                                                                                6, 1)
-    assert SCHEMA_VERSION == 7
 
 
 def test_update_record_pins_bumps_and_queues_the_upsert(journal: Journal) -> None:

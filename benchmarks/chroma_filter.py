@@ -4,7 +4,7 @@
 
 Fills one embedded Chroma collection with random unit vectors over 1,000 sessions, then times
 a k=50 query unfiltered, filtered to one session (string and int metadata), and filtered to half
-the collection. `langmem_tiers.recall.session_vectors` exists because of these numbers.
+the collection. `langmem_tiers.recall.scope_vectors` exists because of these numbers.
 """
 
 from __future__ import annotations

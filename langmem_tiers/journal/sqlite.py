@@ -238,7 +238,7 @@ INSERT INTO summary_versions (ns, version, text, tokens, summary_cursor, created
 """
 
 # Schema version 8, scope versions: three counters per namespace, kept by triggers, that tell an
-# in-process index (session vectors) whether its copy is current with one primary-key read per
+# in-process index (scope vectors) whether its copy is current with one primary-key read per
 # namespace instead of a count over the session's records (tens of ms at 1M records):
 # the largest record id ever inserted (never goes back, even when that record is deleted), the
 # records deleted, the records whose indexed text (text, or the blind tokens of an encrypted

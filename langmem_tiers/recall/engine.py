@@ -373,7 +373,10 @@ class RecallIndex:
             if r.kind == "turn" and not turn_messages.isdisjoint(r.message_ids):
                 continue
             words = word_set(r.text)
-            if any(set_jaccard(words, kept) >= self.dedupe_threshold for kept in kept_words):
+            # Jaccard cannot exceed the ratio of the two sizes: most pairs are settled without a set operation.
+            t = self.dedupe_threshold
+            if any(len(kept) * t <= len(words) and len(words) * t <= len(kept) and set_jaccard(words, kept) >= t
+                   for kept in kept_words):
                 continue
             kept_words.append(words)
             if r.kind == "turn":

@@ -84,6 +84,9 @@ class MemoryConfig:
             ``recall_session_top`` sessions of the best first-stage candidates are searched again
             and those rankings fused with this RRF weight (``0``: off).
         recall_session_top: how many sessions that second stage searches.
+        recall_feedback_weight: pseudo-relevance feedback: RRF weight of a second keyword search over
+            the query plus the words the best first-round hits share (0: off).
+        recall_feedback_docs: how many first-round hits feed it.
             These five act when a query runs (see :mod:`langmem_tiers.recall.options`); their
             defaults are what the ablations of BENCHMARKS.md chose on held-apart data (issue 19):
             the time window and "when" boosts on, the names keyword ranking and the second stage
@@ -131,6 +134,8 @@ class MemoryConfig:
     recall_when_boost: float = 0.5
     recall_session_weight: float = 0.0
     recall_session_top: int = 3
+    recall_feedback_weight: float = 0.0
+    recall_feedback_docs: int = 3
     vector_cache_mb: int = 640
 
     def __post_init__(self) -> None:

@@ -18,7 +18,7 @@ from langmem_tiers import TieredMemory, WordCounter
 from langmem_tiers.config import MemoryConfig
 from langmem_tiers.errors import ConfigError
 from langmem_tiers.recall.options import RecallOptions
-from langmem_tiers.recall.query import analyze, has_time_expression, salient_terms, time_window
+from langmem_tiers.recall.query import analyze, feedback_terms, has_time_expression, salient_terms, time_window
 
 from .support.clock import FakeClock
 
@@ -87,9 +87,19 @@ def test_has_time_expression(text: str, dated: bool) -> None:
     assert has_time_expression(text) is dated
 
 
+def test_feedback_terms() -> None:
+    """Names of any top hit and content words two hits share, never a query word, at most ``limit``."""
+    texts = ["user: my sister Mia moved to Lisbon last year", "Now she says Lisbon is sunny. She took up pottery",
+             "Pottery classes are on Tuesdays, Ana said"]
+    assert feedback_terms("What did Ana's sister do after the move?", texts) == ("mia", "lisbon", "pottery")
+    assert feedback_terms("Where does Mia live?", texts, limit=1) == ("lisbon",)
+    assert feedback_terms("anything", []) == ()
+
+
 @pytest.mark.parametrize("changes", [
     {"recall_salient_weight": -1.0}, {"recall_time_boost": float("nan")}, {"recall_when_boost": True},
     {"recall_session_weight": "1"}, {"recall_session_top": 0}, {"recall_session_top": 1.5},
+    {"recall_feedback_weight": -0.5}, {"recall_feedback_docs": 0},
 ])
 def test_bad_switches_are_refused(changes: dict[str, Any]) -> None:
     with pytest.raises(ConfigError, match="recall_"):
@@ -179,6 +189,19 @@ def test_salient_name_that_dense_and_bm25_miss(memory: TieredMemory) -> None:
     query = "Which book did Zoltan recommend me to read?"
     assert "Zoltan" not in top(memory, query, OFF)[0]
     assert "Zoltan" in top(memory, query, RecallOptions(salient_weight=2.0))[0]
+
+
+def test_feedback_follows_the_first_hop(memory: TieredMemory) -> None:
+    """The answer names neither Ana nor a sister: the first round finds who the sister is, the second her hobby."""
+    filler = [(f"Ana went to the market on day {i} and Ana bought bread", "Fresh bread is good") for i in range(5)]
+    fill(memory, [
+        ("family", NOW - 30 * DAY, [("Ana told me her sister is called Mireille", "Nice name, Mireille")]),
+        ("market", NOW - 10 * DAY, filler),
+        ("target", NOW - 20 * DAY, [("Mireille has taken up wheel throwing at the studio", "Clay is fun")]),
+    ])
+    query = "What new pastime has Ana's sister taken up?"
+    assert "wheel throwing" not in " ".join(top(memory, query, OFF, k=2))
+    assert "wheel throwing" in " ".join(top(memory, query, RecallOptions(feedback_weight=3.0), k=2))
 
 
 def test_switches_off_are_plain_fusion(memory: TieredMemory) -> None:

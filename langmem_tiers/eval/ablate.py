@@ -48,7 +48,7 @@ from langmem_tiers.eval.runner import (
 # MemoryConfig fields that act only when a query runs: a variant may change these and nothing else.
 QUERY_TIME_FIELDS: Final = frozenset({
     "recall_salient_weight", "recall_time_boost", "recall_when_boost", "recall_session_weight",
-    "recall_session_top", "recall_k",
+    "recall_session_top", "recall_k", "recall_feedback_weight", "recall_feedback_docs",
 })
 BASE: Final = "base"
 

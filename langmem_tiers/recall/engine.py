@@ -34,7 +34,7 @@ from langmem_tiers.memory_types.fields import EXPIRES_AT, WORKING_KIND
 from langmem_tiers.recall.fusion import FusionParams, ScoreParts, fuse, set_jaccard, word_set
 from langmem_tiers.recall.hits import RecallHit
 from langmem_tiers.recall.options import RecallOptions
-from langmem_tiers.recall.query import analyze, has_time_expression
+from langmem_tiers.recall.query import analyze, feedback_terms, has_time_expression
 from langmem_tiers.recall.scope_vectors import DEFAULT_MAX_BYTES, ScopeVectors
 from langmem_tiers.recall.vector_store import ChromaStore
 
@@ -345,6 +345,17 @@ class RecallIndex:
                                                                                       for c in ids)])),
                                       scope, filters)
         fused = self._fuse(keyword_ids, vector_ids, extra, by_id, now, analysis)
+        if opts.feedback_weight > 0 and fused:
+            top = [by_id[c].text for c, _ in fused[:opts.feedback_docs]]
+            more_terms = feedback_terms(query, top)
+            if more_terms:
+                second = f"{query} {' '.join(more_terms)}"
+                feedback = yield Blocking(lambda: self.journal.keyword_search(second, ns_ids, want, kinds))
+                extra.append(([str(h.record_id) for h in feedback], opts.feedback_weight))
+                fresh_ids = [c for c in extra[-1][0] if c not in by_id]
+                if fresh_ids:
+                    by_id.update((yield from self._load(fresh_ids, scope, filters)))
+                fused = self._fuse(keyword_ids, vector_ids, extra, by_id, now, analysis)
         if opts.session_weight > 0 and scope.kind != "session" and len(namespaces) > opts.session_top:
             # Two-stage: the sessions of the best candidates, searched again more deeply.
             best = _best_sessions(fused, by_id, opts.session_top)

@@ -32,6 +32,10 @@ class RecallOptions:
             are searched again (keyword and vector, deeper), and those rank lists are fused
             with this RRF weight each. Only for user and agent scope.
         session_top: how many sessions the second stage searches.
+        feedback_weight: pseudo-relevance feedback: RRF weight of a keyword search over the query plus
+            the words its ``feedback_docs`` best first-round hits share
+            (:func:`langmem_tiers.recall.query.feedback_terms`).
+        feedback_docs: how many first-round hits feed that search.
     """
 
     salient_weight: float = 0.0
@@ -39,19 +43,24 @@ class RecallOptions:
     when_boost: float = 0.0
     session_weight: float = 0.0
     session_top: int = 3
+    feedback_weight: float = 0.0
+    feedback_docs: int = 3
 
     def __post_init__(self) -> None:
-        for name in ("salient_weight", "time_boost", "when_boost", "session_weight"):
+        for name in ("salient_weight", "time_boost", "when_boost", "session_weight", "feedback_weight"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
                     or value < 0:
                 raise ConfigError(f"recall_{name} ({value!r}) must be a finite number >= 0 (0 turns it off)")
         if isinstance(self.session_top, bool) or not isinstance(self.session_top, int) or self.session_top < 1:
             raise ConfigError(f"recall_session_top ({self.session_top!r}) must be an integer >= 1")
+        if isinstance(self.feedback_docs, bool) or not isinstance(self.feedback_docs, int) or self.feedback_docs < 1:
+            raise ConfigError(f"recall_feedback_docs ({self.feedback_docs!r}) must be an integer >= 1")
 
     @classmethod
     def from_config(cls, config: Any) -> RecallOptions:
         """The options a :class:`~langmem_tiers.config.MemoryConfig` sets (its ``recall_*`` fields)."""
         return cls(salient_weight=config.recall_salient_weight, time_boost=config.recall_time_boost,
                    when_boost=config.recall_when_boost, session_weight=config.recall_session_weight,
-                   session_top=config.recall_session_top)
+                   session_top=config.recall_session_top, feedback_weight=config.recall_feedback_weight,
+                   feedback_docs=config.recall_feedback_docs)

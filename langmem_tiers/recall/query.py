@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import calendar
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
@@ -103,6 +104,40 @@ def salient_terms(query: str) -> tuple[str, ...]:
             terms.append(low)
     terms += _NUMBER.findall(query)
     return tuple(dict.fromkeys(terms))
+
+
+def feedback_terms(query: str, texts: Sequence[str], limit: int = 8) -> tuple[str, ...]:
+    """Words the best first-round hits carry that the query lacks: a second keyword round follows them.
+
+    Pseudo-relevance feedback for questions whose answer sits one hop away (the first round finds
+    "Ana's sister is Mia", the second finds what Mia did). Kept: names inside a sentence of any top
+    hit (:func:`inner_names`: a capital that only opens a sentence proves nothing), and content words
+    (not function words, at least four letters) that two or more top hits share; never a word of the
+    query. Deterministic: names first, then by how many hits hold the word, then first appearance;
+    at most ``limit``.
+    """
+    asked = {w.lower() for w in _WORD.findall(query)}
+    names: dict[str, None] = {}
+    held: dict[str, int] = {}
+    for text in texts:
+        names.update(dict.fromkeys(n for n in inner_names(text) if n not in asked))
+        for w in {w for w in (m.lower() for m in _WORD.findall(text)) if len(w) >= 4 and w not in STOPWORDS}:
+            held[w] = held.get(w, 0) + 1
+    shared = sorted((w for w in held if w not in asked and w not in names and held[w] >= 2), key=lambda w: -held[w])
+    return tuple([*names, *shared][:limit])
+
+
+def inner_names(text: str) -> list[str]:
+    """Capitalized non-function words that do not open a sentence or a line ("role: ..." lines too), lower-cased."""
+    out: list[str] = []
+    for match in _NAME.finditer(text):
+        before = text[:match.start()].rstrip()
+        if not before or before[-1] in ".!?:\n\"“" or text[:match.start()].endswith("\n"):
+            continue
+        low = match.group(0).strip("'’-").lower().removesuffix("'s").removesuffix("’s")
+        if len(low) >= 2 and low not in _NOT_NAMES and low.removesuffix("s") not in WEEKDAYS:
+            out.append(low)
+    return list(dict.fromkeys(out))
 
 
 def has_time_expression(text: str) -> bool:

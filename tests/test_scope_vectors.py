@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import logging
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +15,7 @@ from langmem_tiers import MemoryConfig, TieredMemory, WordCounter
 from langmem_tiers.embedders.callable import CallableEmbedder
 from langmem_tiers.errors import ConfigError
 from langmem_tiers.journal.base import Scope
-from langmem_tiers.recall.scope_vectors import HOT_WINDOW, ScopeVectors
+from langmem_tiers.recall.scope_vectors import HOT_WINDOW, ScopeVectors, _ExactRows, _HnswRows
 
 DIM = 32
 
@@ -49,6 +51,40 @@ def _small_index(memory: TieredMemory, **kwargs: Any) -> ScopeVectors:
                          **kwargs)
     memory.recall._scope_vectors = cache
     return cache
+
+
+def _built(cache: ScopeVectors, ns_ids: list[int]) -> None:
+    """A large scope's first search queues its graph and answers ``None`` (Chroma answers); wait for it."""
+    assert cache.search(ns_ids, _vectors(["warm up"])[0], 1) is None
+    assert cache.wait_builds(timeout=60)
+
+
+def _held_builds(cache: ScopeVectors) -> tuple[threading.Event, threading.Event, list[frozenset[int]]]:
+    """Hold every background build at its start until the test sets ``release``; ``started`` is set
+    when one is held, and the scope keys of the builds are listed."""
+    started, release = threading.Event(), threading.Event()
+    keys: list[frozenset[int]] = []
+    real = cache._build
+
+    def held(build: Any, guard: Any) -> None:
+        keys.append(build.key)
+        started.set()
+        assert release.wait(60)
+        real(build, guard)
+
+    cache._build = held  # type: ignore[method-assign]
+    return started, release, keys
+
+
+def _fill(memory: TieredMemory, n: int, start: int = 0) -> None:
+    for i in range(start, start + n):
+        memory.add("user", f"planted fact {i} about place {i * 7}")
+        memory.add("assistant", f"ok {i}")
+    memory.flush()
+
+
+def _planted(i: int) -> list[float]:
+    return _vectors([f"user: planted fact {i} about place {i * 7}\nassistant: ok {i}"])[0]
 
 
 def _exact(memory: TieredMemory, ns_ids: list[int], query: str, k: int) -> list[int]:
@@ -230,6 +266,7 @@ def test_hnsw_entry_finds_planted_records_and_applies_deletions(tmp_path: Path) 
             memory.add("assistant", f"ok {i}")
         memory.flush()
         ns = [memory._ns_id]
+        _built(cache, ns)
         for i in (0, 17, 39):
             query = f"user: planted fact {i} about place {i * 7}\nassistant: ok {i}"
             top = _top(cache, ns, query, 5)
@@ -262,6 +299,7 @@ def test_hnsw_entry_picks_up_records_added_by_another_handle(tmp_path: Path) -> 
             a.add("assistant", f"ok {i}")
         a.flush()
         ns = [a._ns_id]
+        _built(cache, ns)
         _top(cache, ns, "first handle fact 3", 5)
         (entry,) = cache._cache.values()
         graph = entry.rows
@@ -339,3 +377,155 @@ def test_vector_cache_mb_is_validated_and_bounds_the_index(tmp_path: Path) -> No
     with TieredMemory.open(tmp_path, session_id="s", user_id="u", config=config, counter=WordCounter(),
                            embedder=CallableEmbedder(_vectors, dimension=DIM, key="test:hash32")) as memory:
         assert _cache(memory).max_bytes == 3 * 2**20
+
+
+def test_a_large_scope_is_answered_by_chroma_while_its_graph_builds(tmp_path: Path) -> None:
+    """A query never waits for a graph: it gets ``None`` (the engine asks Chroma) until the build ends."""
+    with _open(tmp_path) as memory:
+        cache = _small_index(memory)
+        _fill(memory, 30)
+        ns = [memory._ns_id]
+        started, release, keys = _held_builds(cache)
+        assert cache.search(ns, _planted(7), 5) is None
+        assert started.wait(60)
+        assert cache.search(ns, _planted(7), 5) is None  # still building: answered at once, no second build
+        assert cache.stats()["building"] == 1
+        assert cache.stats()["entries"] == 0
+        planted = "user: planted fact 7 about place 49\nassistant: ok 7"  # a record's own vector
+        hits = memory.search(planted, k=3, scope="session")  # through Chroma's filtered query
+        assert hits[0].text == planted
+        assert hits[0].parts["vector_rank"] is not None
+        release.set()
+        assert cache.wait_builds(timeout=60)
+        assert keys == [frozenset(ns)]
+        for i in (0, 7, 29):
+            assert _top(cache, ns, f"user: planted fact {i} about place {i * 7}\nassistant: ok {i}", 5)[0] == \
+                _exact(memory, ns, f"user: planted fact {i} about place {i * 7}\nassistant: ok {i}", 1)[0]
+        assert cache.stats() | {"bytes": 0} == {"entries": 1, "vectors": 30, "hnsw_entries": 1, "bytes": 0,
+                                                "max_bytes": cache.max_bytes, "building": 0}
+
+
+def test_a_record_erased_during_a_build_is_never_served(tmp_path: Path) -> None:
+    """The build reads a vector, the record is forgotten before the graph is installed: the first
+    query that uses the graph applies the deletion before it answers."""
+    with _open(tmp_path) as memory:
+        cache = _small_index(memory)
+        _fill(memory, 30)
+        ns = [memory._ns_id]
+        victim = _exact(memory, ns, "user: planted fact 12 about place 84\nassistant: ok 12", 1)[0]
+        fetched, release = threading.Event(), threading.Event()
+        real = cache.store.embeddings
+
+        def read_then_hold(ids: Any) -> Any:
+            found = real(ids)  # the victim's vector is read before it is forgotten
+            fetched.set()
+            assert release.wait(60)
+            return found
+
+        cache.store = _Wrapped(cache.store, embeddings=read_then_hold)  # type: ignore[assignment]
+        assert cache.search(ns, _planted(12), 5) is None
+        assert fetched.wait(60)
+        memory.forget(victim)
+        release.set()
+        assert cache.wait_builds(timeout=60)
+        (entry,) = cache._cache.values()
+        assert isinstance(entry.rows, _HnswRows)
+        assert entry.rows.index.contains(victim)  # installed as of the build's start
+        for _ in range(2):
+            found = _top(cache, ns, "user: planted fact 12 about place 84\nassistant: ok 12", 50)
+            assert victim not in found
+            assert set(found) == set(memory.journal.record_ids(ns[0]))
+        assert not entry.rows.index.contains(victim)
+        hits = memory.search("planted fact 12 about place 84", k=5, scope="session")
+        assert all(h.record_id != victim for h in hits)
+
+
+def test_a_failed_build_is_retried_by_a_later_query(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with _open(tmp_path) as memory:
+        cache = _small_index(memory, build_retry_s=3600)
+        _fill(memory, 30)
+        ns = [memory._ns_id]
+        store = cache.store
+
+        def down(ids: Any) -> Any:
+            raise ConnectionError("chroma is down")
+
+        cache.store = _Wrapped(store, embeddings=down)  # type: ignore[assignment]
+        builds: list[frozenset[int]] = []
+        real = cache._build
+
+        def counted(build: Any, guard: Any) -> None:
+            builds.append(build.key)
+            real(build, guard)
+
+        cache._build = counted  # type: ignore[method-assign]
+        with caplog.at_level(logging.WARNING, logger="langmem_tiers.recall.scope_vectors"):
+            assert cache.search(ns, _planted(3), 5) is None
+            assert cache.wait_builds(timeout=60)
+        assert "chroma is down" in caplog.text
+        assert cache.stats()["entries"] == 0
+        cache.store = store  # Chroma is back
+        assert cache.search(ns, _planted(3), 5) is None
+        assert cache.wait_builds(timeout=60)
+        assert len(builds) == 1  # not tried again within build_retry_s
+        cache.build_retry_s = 0.0
+        assert cache.search(ns, _planted(3), 5) is None  # the retry starts now
+        assert cache.wait_builds(timeout=60)
+        assert len(builds) == 2
+        query = "user: planted fact 3 about place 21\nassistant: ok 3"
+        assert _top(cache, ns, query, 5)[0] == _exact(memory, ns, query, 1)[0]
+        assert cache.stats()["hnsw_entries"] == 1
+
+
+def test_a_growing_exact_entry_answers_while_its_graph_builds(tmp_path: Path) -> None:
+    with _open(tmp_path) as memory:
+        cache = _small_index(memory)
+        _fill(memory, 10)
+        ns = [memory._ns_id]
+        assert _top(cache, ns, "anything", 50) == _exact(memory, ns, "anything", 50)
+        started, release, keys = _held_builds(cache)
+        _fill(memory, 10, start=10)  # 20 > hnsw_from: the entry is promoted in the background
+        assert _top(cache, ns, "anything", 50) == _exact(memory, ns, "anything", 50)
+        assert started.wait(60)
+        (exact,) = cache._cache.values()
+        assert isinstance(exact.rows, _ExactRows)
+        # Changes while the graph builds reach the exact entry now and the graph when it is installed.
+        victim = _exact(memory, ns, "user: planted fact 4 about place 28\nassistant: ok 4", 1)[0]
+        memory.forget(victim)
+        _fill(memory, 1, start=20)
+        assert _top(cache, ns, "anything", 50) == _exact(memory, ns, "anything", 50)
+        assert victim not in _top(cache, ns, "anything", 50)
+        release.set()
+        assert cache.wait_builds(timeout=60)
+        assert keys == [frozenset(ns)]
+        (entry,) = cache._cache.values()
+        assert isinstance(entry.rows, _HnswRows)
+        found = _top(cache, ns, "anything", 50)
+        assert set(found) == set(memory.journal.record_ids(ns[0]))
+        assert victim not in found
+        query = "user: planted fact 20 about place 140\nassistant: ok 20"
+        assert _top(cache, ns, query, 3)[0] == _exact(memory, ns, query, 1)[0]
+
+
+def test_close_stops_a_pending_build_before_it_touches_the_store(tmp_path: Path) -> None:
+    with _open(tmp_path) as memory:
+        cache = _small_index(memory)
+        _fill(memory, 30)
+        ns = [memory._ns_id]
+        started, release, _ = _held_builds(cache)
+        fetches = _count_fetches(cache)
+        assert cache.search(ns, _planted(1), 5) is None
+        assert started.wait(60)
+        workers = list(cache._workers)
+        assert workers
+        assert all(w.daemon for w in workers)  # a build never keeps the process alive
+        cache.close()
+        release.set()
+        assert cache.wait_builds(timeout=60)
+        for w in workers:
+            w.join(60)
+            assert not w.is_alive()
+        assert fetches == []
+        assert cache.stats()["entries"] == 0
+        assert cache.search(ns, _planted(1), 5) is None  # closed: nothing new is built
+        assert cache._workers == []

@@ -52,10 +52,12 @@ the process's copy dies with it.
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import logging
 import threading
 import time
+import weakref
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -93,7 +95,10 @@ EDIT_RECHECK_S = 1.0  # while an edited namespace still has rows to index: re-re
 SAME_VECTOR = 0.99  # cosine above which a re-fetched vector is the one an HNSW entry holds (int8 rounding)
 BUILD_RETRY_S = 30.0  # a failed background build (Chroma down) is tried again by a query this much later
 MAX_BUILDS = 1  # background graph builds at a time (each already uses every core usearch gets)
-GRAPH_SLICE = 1024  # vectors added to a graph per call in a build: a closed index stops it within one slice
+# Vectors added to a graph per call in a build: a closed index stops it within one slice (256 random
+# vectors take ~2 s on the loaded 2-core machine, real ones ~0.3 s).
+GRAPH_SLICE = 256
+CLOSE_WAIT_S = 30.0  # close() waits this long at most for a build to stop
 # A scope that takes over a cached graph adds the vectors it lacks inside the query: only a few (a new
 # session). Beyond this many, the scope's graph is built in the background instead.
 ADOPT_MAX_ADD = 2048
@@ -340,6 +345,7 @@ class ScopeVectors:
         self._idle = threading.Condition(self._lock)  # a build ended
         self._io_lock = threading.Lock()  # held by each journal or Chroma call of a build
         self._closed = False
+        _LIVE.add(self)  # stopped at interpreter exit
 
     # --- search -------------------------------------------------------------------
 
@@ -410,17 +416,24 @@ class ScopeVectors:
         with self._idle:
             return self._idle.wait_for(lambda: not self._builds, timeout)
 
-    def close(self) -> None:
+    def close(self, timeout: float = CLOSE_WAIT_S) -> None:
         """Drop queued builds and stop running ones: when this returns no build calls the journal or
-        Chroma again (one in flight is waited for), so both may be closed. Idempotent."""
+        Chroma again (one in flight is waited for), so both may be closed, and the builder threads
+        have ended (they stop within one ``GRAPH_SLICE`` of graph work; ``timeout`` bounds the wait).
+        Idempotent."""
         with self._lock:
             self._closed = True
             for build in self._queue:
                 self._builds.pop(build.key, None)
             self._queue.clear()
             self._idle.notify_all()
+            workers = list(self._workers)
         with self._io_lock:
             pass  # a build's journal or Chroma call in flight has ended; the next one raises _StoppedError
+        deadline = time.monotonic() + timeout
+        for worker in workers:
+            if worker is not threading.current_thread():
+                worker.join(max(0.0, deadline - time.monotonic()))
 
     # --- entries --------------------------------------------------------------------
 
@@ -551,11 +564,13 @@ class ScopeVectors:
         scope; not again within ``build_retry_s`` of a failure). The exact entry keeps answering."""
         with self._lock:
             key = entry.key
-            if key in self._builds or self._closed or self._cache.get(key) is not entry or \
+            rows = entry.rows
+            if not isinstance(rows, _ExactRows) or key in self._builds or self._closed or \
+                    self._cache.get(key) is not entry or \
                     time.monotonic() - self._failed.get(key, -self.build_retry_s) < self.build_retry_s:
                 return
             seed = _ExactRows()
-            seed.ids, seed.matrix = entry.rows.ids, entry.rows.matrix  # never changed in place
+            seed.ids, seed.matrix = rows.ids, rows.matrix  # never changed in place
             # Its state as of these rows, copied: the first query after the swap syncs it from there.
             twin = _Entry(key, dict(entry.versions), dict(entry.known),
                           missing=set(entry.missing), stale=set(entry.stale),
@@ -749,6 +764,19 @@ class ScopeVectors:
         finally:
             # Whatever was not read (Chroma lacks it, or failed midway) is looked up again next query.
             entry.missing = (entry.missing | {int(i) for i in ids}) - found_all
+
+
+# Every index, stopped when the interpreter exits: a daemon thread still inside usearch or Chroma's
+# native code when Python finalizes aborts the process ("terminate called without an active
+# exception", seen when benchmarks/scale.py ended during a build). atexit runs before daemon threads
+# are stopped, so the builders end cleanly first.
+_LIVE: weakref.WeakSet[ScopeVectors] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all() -> None:
+    for index in list(_LIVE):
+        index.close()
 
 
 def _add_sliced(graph: _HnswRows, ids: Any, matrix: Any, guard: _NoGuard) -> None:

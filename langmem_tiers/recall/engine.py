@@ -120,6 +120,8 @@ class RecallIndex:
         close the vector store when this index opened it (its folder lock is released)."""
         if self._indexer is not None:
             self._indexer.stop()
+        if self._scope_vectors is not None:
+            self._scope_vectors.close()  # background graph builds stop before the store closes
         if self.owns_store and self.store is not None:
             self.store.close()
 

@@ -148,8 +148,9 @@ def measure(size: int, vectors: bool, samples: int, layout: str, per_session: in
         # A scope past 20k vectors gets its HNSW graph on a background thread (Chroma's filtered query
         # answers meanwhile): the samples below measure the installed graph, the build's time is its own row.
         t_build = time.perf_counter()
-        if memory.recall is not None and memory.recall._scope_vectors is not None:
-            memory.recall._scope_vectors.wait_builds()
+        scope_vectors = getattr(memory.recall, "_scope_vectors", None)  # absent in trees before issue 15's index
+        if scope_vectors is not None:
+            scope_vectors.wait_builds()
         build_s = time.perf_counter() - t_build
         context_ms, search_ms, user_ms, embed_ms = [], [], [], []
         for _ in range(samples):

@@ -381,7 +381,11 @@ class SqlJournal:
                 kind_members, kind_args = db.in_(list(kinds))
                 sql += f" AND r.kind {kind_members}"
                 args += kind_args
-            rows = db.all(sql + " ORDER BY r.id", args)
+            # With a kind or pin filter, "+r.id" keeps the planner off records_ns_id (ns, id), which would
+            # walk every record of the scope in id order to skip the filtered ones (1M records: 521 ms
+            # against 0.3 ms through records_ns (ns, kind) and a sort of the few it finds).
+            order = " ORDER BY +r.id" if kinds or pinned_only else " ORDER BY r.id"
+            rows = db.all(sql + order, args)
             codec = self._codec(db)
             return [row_record(r, codec) for r in rows]
 

@@ -258,7 +258,7 @@ class TieredStore(BaseStore):
         self.fields = _fields(index)
         self.max_users = max_users
         self._owns_memory = owns_memory
-        self._bound: str | None = None
+        self._bound_user: str | None = None
         self._lock = threading.RLock()
         self._snapshots: OrderedDict[str | None, _Snapshot] = OrderedDict()
         self._handles: OrderedDict[str | None, TieredMemory] = OrderedDict()
@@ -322,7 +322,7 @@ class TieredStore(BaseStore):
         user = _user_id(user_id)
         view = TieredStore(self.memory, user_index=self.user_index, index={"fields": list(self.fields)},
                            session_id=self.session_id, max_users=self.max_users, ttl=self.ttl_config)
-        view._bound = user
+        view._bound_user = user
         view._last_sweep = self._last_sweep
         return view
 
@@ -476,9 +476,9 @@ class TieredStore(BaseStore):
                 f"{_example(self.user_index)}"
             )
         user = _user_id(namespace[self.user_index])
-        if self._bound is not None and user != self._bound:
+        if self._bound_user is not None and user != self._bound_user:
             raise StoreNamespaceError(f"namespace {namespace!r} belongs to user {user!r}, and this store "
-                                      f"view serves user {self._bound!r} only: use a view of that user")
+                                      f"view serves user {self._bound_user!r} only: use a view of that user")
         return user
 
     def _prefix_user(self, prefix: Sequence[str]) -> str | None:
@@ -494,8 +494,8 @@ class TieredStore(BaseStore):
         named = self._prefix_user(prefix)
         if named is not None:
             return [named]
-        if self._bound is not None:
-            return [self._bound]
+        if self._bound_user is not None:
+            return [self._bound_user]
         journal = self.memory.journal
         named_users = {ns.user_id for _, ns in journal.namespaces()
                        if ns.session_id == self.session_id and not ns.agent_id and ns.user_id}

@@ -29,7 +29,7 @@ that keep a long tail as the history grows). Query shapes: "rare" ("What did I s
 <Zipf tail word>?"), "common" (three of the 40 most frequent content words of the chat lines),
 "mixed" (LoCoMo's own questions). SQLite journals are kept in ``--keep DIR`` and reused.
 
-    .venv/bin/python benchmarks/sql_layer_cost.py --keyword-scale 10000,100000,1000000 --keep /tmp/kw
+    .venv/bin/python benchmarks/sql_layer_cost.py --keyword-scale 10000,100000,1000000 --keep KEEP_DIR
     .venv/bin/python benchmarks/sql_layer_cost.py --keyword-scale 10000,100000 --backend postgres
 
 ``--decode N`` times ``journal.records()`` of N turn records (a context() loads ~300 candidates) on

@@ -444,12 +444,18 @@ class ScopeVectors:
             if self._clock % DECAY_EVERY == 0:
                 self._asks = {k: n // 2 for k, n in self._asks.items() if n // 2 or k in self._cache}
 
+    def _touch(self, key: frozenset[int]) -> _Entry | None:
+        """The cached entry of a scope, marked as just used (the caller holds ``_lock``)."""
+        entry = self._cache.get(key)
+        if entry is not None:
+            self._cache.move_to_end(key)
+            entry.used_at = self._clock
+        return entry
+
     def _entry(self, key: frozenset[int], versions: dict[int, Versions], dim: int) -> _Entry | None:
         with self._lock:
-            entry = self._cache.get(key)
+            entry = self._touch(key)
             if entry is not None:
-                self._cache.move_to_end(key)
-                entry.used_at = self._clock
                 return entry
             if key in self._builds or self._closed or \
                     time.monotonic() - self._failed.get(key, -self.build_retry_s) < self.build_retry_s:
@@ -459,10 +465,8 @@ class ScopeVectors:
         # (whose lock they then wait on while it is filled).
         with building:
             with self._lock:
-                entry = self._cache.get(key)
+                entry = self._touch(key)
                 if entry is not None:
-                    self._cache.move_to_end(key)
-                    entry.used_at = self._clock
                     return entry
             entry = self._admit(key, versions, dim)
             with self._lock:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import threading
 from pathlib import Path
 
 import pytest
@@ -147,6 +148,31 @@ def test_residue_counts_across_chunk_boundaries(tmp_path: Path) -> None:
     # Not all 3000: a long text spills into overflow pages, and a copy cut by a page header is
     # not a byte run any scan can find (residue's docstring says so).
     assert counted > 2900
+    journal.close()
+
+
+def test_threads_opening_one_new_journal_at_once_all_succeed(tmp_path: Path) -> None:
+    """SQLite refuses a racing ``journal_mode=WAL`` switch without waiting (CI failed on it
+    once: 8 threads opening one new journal); the open retries within the busy timeout."""
+    for round_ in range(40):
+        path = tmp_path / f"j{round_}" / "journal.sqlite3"
+        path.parent.mkdir()
+        errors: list[BaseException] = []
+
+        def open_close() -> None:
+            try:
+                SqliteJournal(path).close()
+            except BaseException as e:  # collected and reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=open_close) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, (round_, errors)
+    journal = SqliteJournal(tmp_path / "j0" / "journal.sqlite3")
+    assert journal.integrity_check() == "ok"
     journal.close()
 
 

@@ -271,6 +271,28 @@ assert len(MIGRATIONS) == SCHEMA_VERSION
 DEFAULT_BUSY_TIMEOUT_S = 30.0
 
 
+def enable_wal(db: sqlite3.Connection, timeout_s: float) -> None:
+    """Switch the file to WAL, retrying while another connection holds it.
+
+    SQLite answers ``PRAGMA journal_mode=WAL`` with "database is locked" at once, without
+    calling the busy handler, when another connection is switching the same new file or
+    checkpointing it on close (8 threads opening one new journal: 21 opens of 200 rounds
+    failed). WAL is stored in the file, so one success is enough; the wait is bounded by
+    the same timeout as every other lock.
+    """
+    deadline = time.monotonic() + timeout_s
+    pause = 0.005
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as e:
+            if ("locked" not in str(e) and "busy" not in str(e)) or time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.2)
+
+
 # Up to this many namespaces, FTS5 itself narrows the search by their scope terms.
 MAX_SCOPE_TERMS = 64
 
@@ -429,7 +451,7 @@ class SqliteJournal(SqlJournal):
                     str(self.path), isolation_level=None, check_same_thread=False, timeout=busy_timeout_s
                 )
                 self._sql = SqliteSql(self._db)
-                self._db.execute("PRAGMA journal_mode=WAL")
+                enable_wal(self._db, busy_timeout_s)
                 self._db.execute(f"PRAGMA synchronous={synchronous}")
                 # Deleted rows and freed pages are overwritten with zeros: erased text leaves the file.
                 self._db.execute("PRAGMA secure_delete=ON")

@@ -1,12 +1,16 @@
-"""The keyword budget: what a large scope's keyword search ranks (SQLite; the planner is pure).
+"""The keyword budget: what a large scope's keyword search ranks (SQLite and PostgreSQL; the planner is pure).
 
 Budgets here are tiny so that a few dozen records exceed them; the default (2,000) is far
-above any test corpus, whose searches therefore rank exactly as without a budget.
+above any test corpus, whose searches therefore rank exactly as without a budget. Each
+journal test runs on both backends (PostgreSQL: a throwaway server, one schema per test).
 """
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,6 +18,7 @@ from langmem_tiers.journal.base import Namespace, NewRecord, search_terms
 from langmem_tiers.journal.keyword_budget import KEYWORD_BUDGET, KeywordPlan, TermCount, plan_terms, recency_windows
 from langmem_tiers.journal.sqlite import SqliteJournal
 from langmem_tiers.keyring import FolderKeyRing
+from tests.support.postgres import postgres_url
 from tests.test_journal_contract import RANKING_CASES, RANKING_CORPUS
 
 PLAN_CASES: list[tuple[str, list[tuple[str, int, int]], int | None, KeywordPlan]] = [
@@ -41,14 +46,28 @@ def test_recency_windows_double_up_to_the_budget() -> None:
     assert recency_windows(KEYWORD_BUDGET)[-1] == KEYWORD_BUDGET
 
 
-@pytest.fixture
-def journal(tmp_path: Path) -> SqliteJournal:
-    j = SqliteJournal(tmp_path / "journal.sqlite3")
-    yield j  # type: ignore[misc]
+@pytest.fixture(scope="module")
+def pg_url() -> Iterator[str]:
+    with postgres_url() as url:
+        yield url
+
+
+def _open(backend: str, tmp_path: Path, request: pytest.FixtureRequest, keyring: FolderKeyRing | None = None) -> Any:
+    if backend == "sqlite":
+        return SqliteJournal(tmp_path / "journal.sqlite3", keyring=keyring)
+    from langmem_tiers.journal.postgres import PostgresJournal
+
+    return PostgresJournal(request.getfixturevalue("pg_url"), schema=f"kwb_{uuid.uuid4().hex[:16]}", keyring=keyring)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def journal(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    j = _open(request.param, tmp_path, request)
+    yield j
     j.close()
 
 
-def _ids(journal: SqliteJournal, query: str, ns_ids: list[int], k: int = 10, kinds: list[str] | None = None,
+def _ids(journal: Any, query: str, ns_ids: list[int], k: int = 10, kinds: list[str] | None = None,
          budget: int | None = None) -> list[int]:
     journal.keyword_budget = budget
     try:
@@ -57,15 +76,25 @@ def _ids(journal: SqliteJournal, query: str, ns_ids: list[int], k: int = 10, kin
         journal.keyword_budget = KEYWORD_BUDGET
 
 
-def test_under_the_budget_the_hits_are_those_of_an_unbounded_search(journal: SqliteJournal) -> None:
+def _matches(journal: Any, query: str, ns_ids: list[int], cap: int) -> int:
+    """The sum of the query terms' counted matches, as the journal's planner counts them."""
+    if isinstance(journal, SqliteJournal):
+        return sum(journal._count_matches(journal._sql, t, cap).matches for t in search_terms(query))
+    from langmem_tiers.journal.postgres import _count_matches
+
+    with journal._autocommit() as db:
+        counts, _ = _count_matches(db, journal._query_terms(query, ns_ids), cap)
+    return sum(c.matches for c in counts)
+
+
+def test_under_the_budget_the_hits_are_those_of_an_unbounded_search(journal: Any) -> None:
     """A scope larger than the budget whose query terms fit it ranks every term, as without a budget."""
     ns_id = journal.namespace_id(Namespace("s", "u")) or 0
     journal.add_records(ns_id, [NewRecord("turn", t, created_at=1000.0 + i) for i, t in enumerate(RANKING_CORPUS)])
     budget = 12  # < 40 records: the terms are counted; each ranking query below has <= 12 matches
     checked = 0
     for _, query, _ in RANKING_CASES:
-        counts = [journal._count_matches(journal._sql, t, budget + 1) for t in search_terms(query)]
-        if sum(c.matches for c in counts) > budget:
+        if _matches(journal, query, [ns_id], budget + 1) > budget:
             continue
         checked += 1
         for k in (1, 3, 10):
@@ -76,7 +105,7 @@ def test_under_the_budget_the_hits_are_those_of_an_unbounded_search(journal: Sql
         assert _ids(journal, query, [ns_id], budget=KEYWORD_BUDGET) == _ids(journal, query, [ns_id])
 
 
-def test_over_the_budget_the_rare_terms_find_and_the_counted_words_order(journal: SqliteJournal) -> None:
+def test_over_the_budget_the_rare_terms_find_and_the_counted_words_order(journal: Any) -> None:
     ns_id = journal.namespace_id(Namespace("s", "u")) or 0
     weather = journal.add_records(ns_id, [NewRecord("turn", f"weather number {i}") for i in range(18)])
     report = journal.add_records(ns_id, [NewRecord("turn", f"report number {i}") for i in range(25)])
@@ -92,7 +121,7 @@ def test_over_the_budget_the_rare_terms_find_and_the_counted_words_order(journal
     assert bounded == [r for r in unbounded if r in (plain, both)]  # in the unbounded order here
 
 
-def test_when_every_term_is_over_the_budget_the_newest_matches_are_ranked(journal: SqliteJournal) -> None:
+def test_when_every_term_is_over_the_budget_the_newest_matches_are_ranked(journal: Any) -> None:
     ns_id = journal.namespace_id(Namespace("s", "u")) or 0
     other = journal.namespace_id(Namespace("t", "u")) or 0
     ids = []
@@ -112,7 +141,7 @@ def test_when_every_term_is_over_the_budget_the_newest_matches_are_ranked(journa
     assert len(_ids(journal, "weather", [ns_id], 30)) == 30  # unbounded: every match
 
 
-def test_a_small_scope_in_a_large_journal_ranks_as_without_a_budget(journal: SqliteJournal) -> None:
+def test_a_small_scope_in_a_large_journal_ranks_as_without_a_budget(journal: Any) -> None:
     small = journal.namespace_id(Namespace("small", "u")) or 0
     big = journal.namespace_id(Namespace("big", "v")) or 0
     journal.add_records(big, [NewRecord("turn", f"weather and kayak talk {i}") for i in range(50)])
@@ -122,8 +151,10 @@ def test_a_small_scope_in_a_large_journal_ranks_as_without_a_budget(journal: Sql
     assert set(_ids(journal, "kayak weather", [small], budget=5)) == set(mine)
 
 
-def test_an_encrypted_journal_bounds_its_blind_tokens_alike(tmp_path: Path) -> None:
-    journal = SqliteJournal(tmp_path / "journal.sqlite3", keyring=FolderKeyRing(tmp_path / "keys"))
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_an_encrypted_journal_bounds_its_blind_tokens_alike(backend: str, tmp_path: Path,
+                                                            request: pytest.FixtureRequest) -> None:
+    journal = _open(backend, tmp_path, request, FolderKeyRing(tmp_path / "keys"))
     try:
         ns_id = journal.namespace_id(Namespace("s", "u")) or 0
         journal.add_records(ns_id, [NewRecord("turn", f"the weather report number {i}") for i in range(30)])
@@ -132,6 +163,81 @@ def test_an_encrypted_journal_bounds_its_blind_tokens_alike(tmp_path: Path) -> N
         # Only the records holding the rare word's token (the order is bm25's over the blind tokens).
         assert sorted(_ids(journal, "kayak weather", [ns_id], 5, budget=20)) == [plain, both]
         assert len(_ids(journal, "kayak weather", [ns_id], 5)) == 5  # unbounded: the weather records too
+    finally:
+        journal.close()
+
+
+def _few_hundred(journal: Any, ns_id: int) -> dict[str, list[int]]:
+    """300+ records: two common words, a mid-frequency place, and a rare word in two records."""
+    return {"weather": journal.add_records(ns_id, [NewRecord("turn", f"weather report day {i}") for i in range(200)]),
+            "garden": journal.add_records(ns_id, [NewRecord("turn", f"garden notes day {i}") for i in range(80)]),
+            "lisbon": journal.add_records(ns_id, [NewRecord("turn", f"lisbon photos day {i}") for i in range(30)]),
+            "kayak": journal.add_records(ns_id, [NewRecord("turn", "kayak lessons in lisbon and stormy weather"),
+                                                 NewRecord("turn", "we sold the old kayak")])}
+
+
+def test_a_budget_of_50_over_hundreds_of_records_ranks_the_rare_terms_rarest_first(journal: Any) -> None:
+    ns_id = journal.namespace_id(Namespace("s", "u")) or 0
+    ids = _few_hundred(journal, ns_id)
+    both, sold = ids["kayak"]
+    query = "kayak lisbon garden weather"
+    # kayak (2) + lisbon (31) fit 50; garden and weather (counted to 51) do not: only records
+    # holding kayak or lisbon are ranked, and the record with the rare word and more comes first.
+    bounded = _ids(journal, query, [ns_id], 5, budget=50)
+    assert bounded[:2] == [both, sold]
+    assert set(bounded) <= {both, sold, *ids["lisbon"]}
+    unbounded = _ids(journal, query, [ns_id], 5)
+    assert unbounded[0] == both
+    # A query of the rare word and the common ones ranks the rare word's two records only, in the
+    # order of the search without a budget, which ranks them first too.
+    bounded = _ids(journal, "kayak garden weather", [ns_id], 10, budget=50)
+    unbounded = _ids(journal, "kayak garden weather", [ns_id], 10)
+    assert sorted(bounded) == [both, sold]
+    assert bounded == unbounded[:2]
+    assert len(unbounded) == 10
+    # Every term over the budget: weather's newest 51 matches reach further back than garden's
+    # (the garden records came after the weather ones), so weather is ranked among its newest matches.
+    recent = _ids(journal, "weather garden", [ns_id], 5, budget=50)
+    assert len(recent) == 5
+    assert set(recent) <= {both, *ids["weather"][-11:]}  # the first window: the newest 12 matches
+
+
+def test_every_term_over_the_budget_ranks_the_one_rarest_in_recent_history(journal: Any) -> None:
+    ns_id = journal.namespace_id(Namespace("s", "u")) or 0
+    storm = journal.add_records(ns_id, [NewRecord("turn", f"storm and weather, old day {i}") for i in range(60)])
+    sunny = journal.add_records(ns_id, [NewRecord("turn", f"sunny weather, new day {i}") for i in range(60)])
+    # Both words counted past 20; storm's newest 21 matches reach back before weather's.
+    found = _ids(journal, "storm weather", [ns_id], 3, budget=20)
+    assert len(found) == 3
+    assert set(found) <= set(storm[-5:])  # the first window: storm's 5 newest matches
+    assert set(_ids(journal, "storm weather", [ns_id], 3)) <= set(storm)  # unbounded: storm scores too
+    assert set(_ids(journal, "sunny weather", [ns_id], 3, budget=20)) <= set(sunny[-5:])
+
+
+def test_a_kinds_filter_holds_over_the_budget(journal: Any) -> None:
+    ns_id = journal.namespace_id(Namespace("s", "u")) or 0
+    journal.add_records(ns_id, [NewRecord("turn", f"weather turn {i}") for i in range(60)])
+    journal.add_records(ns_id, [NewRecord("fact", f"weather fact {i}") for i in range(60)])
+    _, kayak_fact = journal.add_records(ns_id, [NewRecord("turn", "kayak turn"),
+                                                NewRecord("fact", "kayak fact about the weather")])
+    # 61 facts > 20: counted; kayak (2) kept, weather (counted to 21) dropped; only the kayak fact is of the kind.
+    assert _ids(journal, "kayak weather", [ns_id], 10, kinds=["fact"], budget=20) == [kayak_fact]
+    unbounded = _ids(journal, "kayak weather", [ns_id], 10, kinds=["fact"])
+    assert unbounded[0] == kayak_fact
+    assert len(unbounded) == 10
+    newest = _ids(journal, "weather", [ns_id], 5, kinds=["fact"], budget=20)
+    assert newest[0] == kayak_fact or len(newest) == 5  # the newest matches, facts only
+    assert set(newest) <= {kayak_fact, *range(kayak_fact - 20, kayak_fact)}
+
+
+def test_postgres_stop_words_only_find_nothing_bounded_or_not(request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    journal = _open("postgres", tmp_path, request)
+    try:
+        ns_id = journal.namespace_id(Namespace("s", "u")) or 0
+        journal.add_records(ns_id, [NewRecord("turn", f"the weather of the day {i}") for i in range(30)])
+        # "the of": only stop words, searched as they are; PostgreSQL's english configuration drops them.
+        assert _ids(journal, "the of", [ns_id], 5, budget=20) == _ids(journal, "the of", [ns_id], 5) == []
+        assert len(_ids(journal, "the weather", [ns_id], 5, budget=20)) == 5
     finally:
         journal.close()
 

@@ -26,6 +26,16 @@ made every query containing it rank hundreds of thousands of records. The SQLite
 Counting journal-wide keeps the count cheap (counting in the scope makes FTS5 walk the scope's
 own term, one posting per record of the scope), at a price in a journal shared by many users:
 a large session in a much larger journal may drop terms its own matches would have afforded.
+
+The PostgreSQL journal plans with the same functions; its dialect differs where its index does
+(``postgres._bounded_bm25``). A term is a lexeme (``to_tsquery``'s text, so two words of one
+stem count once; an encrypted journal's blind tokens are lexemes of the ``simple``
+configuration). The counts read the GIN index in no order, which stops at ``budget + 1``
+matches; the newest matches, in id order, are read only when every term is over the budget (a
+backward walk of the primary key, O(budget / the term's frequency)), and the recency windows
+are lists of those ids. Its bm25 counts document frequencies among the ranked records, so a
+dropped word costs nothing more than a lookup per ranked record and every query word scores;
+a word whose matches were not all ranked weighs as if its counted matches were among them.
 """
 
 from __future__ import annotations

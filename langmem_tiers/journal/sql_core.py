@@ -410,8 +410,11 @@ class SqlWrite:
         if not ns_ids:
             return []
         members, args = self.db.in_(list(ns_ids))
-        rows = self.db.all(f"{RECORD_SELECT} WHERE r.ns {members} AND r.kind != 'turn' AND r.valid_to IS NULL "
-                           "ORDER BY r.id", args)
+        # "kind != 'turn'" as two ranges, ordered by +r.id: SQLite then reads the few memories through
+        # records_ns (ns, kind); written as != it walked every record of the scope (12 ms per write that
+        # plans memories at 100k records in one session, 0.04 ms as ranges).
+        rows = self.db.all(f"{RECORD_SELECT} WHERE r.ns {members} AND (r.kind < 'turn' OR r.kind > 'turn') "
+                           "AND r.valid_to IS NULL ORDER BY +r.id", args)
         return [row_record(r, self._codec) for r in rows]
 
     def supersede(self, record_ids: Sequence[int], valid_to: float) -> None:

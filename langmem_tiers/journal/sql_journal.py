@@ -485,8 +485,12 @@ class SqlJournal:
             return []
         with self._autocommit() as db:
             members, args = db.in_(list(ns_ids))
-            rows = db.all(f"{RECORD_SELECT} JOIN outbox o ON o.record_id = r.id "
-                          f"WHERE o.op = 'upsert' AND r.ns {members} ORDER BY r.id DESC LIMIT ?", [*args, limit])
+            # Driven from the outbox (its ns column, kept in step with the records' on merges): joined
+            # from the records side, SQLite walked every record of the scope to find the few queued
+            # ones (3.3 ms per query at 100k records in one session, every context() with recall).
+            rows = db.all(f"{RECORD_SELECT} WHERE r.id IN (SELECT o.record_id FROM outbox o WHERE o.op = 'upsert' "
+                          f"AND o.ns {members} ORDER BY o.record_id DESC LIMIT ?) AND r.ns {members} "
+                          "ORDER BY r.id DESC", [*args, limit, *args])
             codec = self._codec(db)
             return [row_record(r, codec) for r in reversed(rows)]
 

@@ -1,0 +1,90 @@
+"""The journal reads every context() and write makes do work that does not grow with the session's history.
+
+Measured as SQLite virtual-machine steps (a progress handler), not time: a read that walks every
+record of the scope takes ~20x the steps at 20x the records, one that seeks through an index
+the same. Each case here was once a walk (found by the 100k and 1M scale runs, issue 15).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from langmem_tiers.journal.base import Namespace, NewRecord
+from langmem_tiers.journal.sqlite import SqliteJournal
+from langmem_tiers.messages import make_message
+
+SMALL, LARGE = 200, 4_000
+
+
+def _journal(tmp_path: Path, turns: int) -> tuple[SqliteJournal, int]:
+    """A session of ``turns`` indexed turn records, three memories, and two records still queued."""
+    journal = SqliteJournal(tmp_path / f"j{turns}" / "journal.sqlite3")
+    ns_id = journal.namespace_id(Namespace("s", user_id="u"))
+    assert ns_id is not None
+    with journal.write(ns_id) as tx:
+        stored = tx.insert_messages([make_message("user", f"line {i} about kayaks") for i in range(turns)],
+                                    [4] * turns, "words")
+        tx.insert_records([NewRecord("turn", m.text, (m.id or 0,)) for m in stored])
+        tx.insert_records([NewRecord(kind, f"a {kind} memory") for kind in ("fact", "preference", "episode")])
+    journal.outbox_done(journal.outbox(turns + 10))
+    with journal.write(ns_id) as tx:
+        tx.insert_records([NewRecord("turn", "queued one"), NewRecord("turn", "queued two")])
+    return journal, ns_id
+
+
+def _steps(journal: SqliteJournal, read: Callable[[], Any]) -> int:
+    steps = 0
+
+    def count() -> int:
+        nonlocal steps
+        steps += 1
+        return 0  # 0: go on
+
+    journal._db.set_progress_handler(count, 50)
+    try:
+        read()
+    finally:
+        journal._db.set_progress_handler(None, 50)
+    return steps * 50
+
+
+READS: dict[str, Callable[[SqliteJournal, int], Any]] = {
+    "pending_records": lambda j, ns: j.pending_records([ns], 64),
+    "current_memories": lambda j, ns: _in_write(j, ns, lambda tx: tx.current_memories([ns])),
+    "scoped_records of memory kinds": lambda j, ns: j.scoped_records([ns], kinds=["fact", "preference"]),
+    "pinned scoped_records": lambda j, ns: j.scoped_records([ns], pinned_only=True),
+    "scope_versions": lambda j, ns: j.scope_versions([ns]),
+}
+
+
+def _in_write(journal: SqliteJournal, ns_id: int, read: Callable[[Any], Any]) -> Any:
+    with journal.write(ns_id) as tx:
+        return read(tx)
+
+
+@pytest.mark.parametrize("name", sorted(READS))
+def test_read_work_does_not_grow_with_the_history(tmp_path: Path, name: str) -> None:
+    read = READS[name]
+    small, small_ns = _journal(tmp_path, SMALL)
+    large, large_ns = _journal(tmp_path, LARGE)
+    try:
+        small_steps = _steps(small, lambda: read(small, small_ns))
+        large_steps = _steps(large, lambda: read(large, large_ns))
+    finally:
+        small.close()
+        large.close()
+    # 20x the records: a walk would take ~20x the steps; an index seek the same (B-tree depth aside).
+    assert large_steps <= 2 * small_steps + 500, (name, small_steps, large_steps)
+
+
+def test_pending_records_are_the_queued_ones(tmp_path: Path) -> None:
+    journal, ns_id = _journal(tmp_path, SMALL)
+    try:
+        assert [r.text for r in journal.pending_records([ns_id], 64)] == ["queued one", "queued two"]
+        assert [r.text for r in journal.pending_records([ns_id], 1)] == ["queued two"]
+    finally:
+        journal.close()

@@ -167,6 +167,37 @@ def test_an_encrypted_journal_bounds_its_blind_tokens_alike(backend: str, tmp_pa
         journal.close()
 
 
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_plaintext_records_from_before_encryption_are_bounded_beside_the_blind_tokens(
+        backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """A journal encrypted after it held plaintext records searches both (PostgreSQL: blind tokens in
+    its 'simple' configuration, plaintext words in 'english'); each is a term of the budget."""
+    journal = _open(backend, tmp_path, request)
+    ns_id = journal.namespace_id(Namespace("s", "u")) or 0
+    journal.add_records(ns_id, [NewRecord("turn", f"the weather report number {i}") for i in range(30)])
+    (old_kayak,) = journal.add_records(ns_id, [NewRecord("turn", "we took the kayak out on the lake")])
+    reopen = getattr(journal, "schema", None)
+    journal.close()
+    keyring = FolderKeyRing(tmp_path / "keys")
+    if reopen is None:
+        journal = SqliteJournal(tmp_path / "journal.sqlite3", keyring=keyring)
+    else:
+        from langmem_tiers.journal.postgres import PostgresJournal
+
+        journal = PostgresJournal(request.getfixturevalue("pg_url"), schema=reopen, keyring=keyring)
+    try:
+        assert journal._plain_records
+        journal.add_records(ns_id, [NewRecord("turn", f"the weather report number {i}") for i in range(30)])
+        (new_kayak,) = journal.add_records(ns_id, [NewRecord("turn", "kayak lessons in stormy weather")])
+        # kayak: one plaintext match and one blind token's; weather: over the budget in both forms.
+        assert sorted(_ids(journal, "kayak weather", [ns_id], 5, budget=20)) == [old_kayak, new_kayak]
+        unbounded = _ids(journal, "kayak weather", [ns_id], 5)
+        assert len(unbounded) == 5
+        assert {old_kayak, new_kayak} <= set(unbounded)
+    finally:
+        journal.close()
+
+
 def _few_hundred(journal: Any, ns_id: int) -> dict[str, list[int]]:
     """300+ records: two common words, a mid-frequency place, and a rare word in two records."""
     return {"weather": journal.add_records(ns_id, [NewRecord("turn", f"weather report day {i}") for i in range(200)]),

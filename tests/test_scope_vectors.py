@@ -529,3 +529,42 @@ def test_close_stops_a_pending_build_before_it_touches_the_store(tmp_path: Path)
         assert cache.stats()["entries"] == 0
         assert cache.search(ns, _planted(1), 5) is None  # closed: nothing new is built
         assert cache._workers == []
+
+
+def test_user_scope_search_of_turns_uses_the_index_and_a_rare_kind_uses_chroma(tmp_path: Path) -> None:
+    """context() re-asks for turns only (beside the profile): that stays on the index, found among the
+    nearest of every kind; a kind that is few of the nearest (facts among turns) asks Chroma's filter."""
+    with _open(tmp_path) as memory:
+        other = memory.for_session("s2")
+        try:
+            for i in range(10):
+                other.add("user", f"older session turn {i} about kayaks and rivers {i}")
+                other.add("assistant", f"noted {i}")
+                memory.add("user", f"live session turn {i} about trains {i}")
+                memory.add("assistant", f"ok {i}")
+            fact = memory.remember("the user's favourite river is the Douro")
+            other.flush()
+            memory.flush()
+            assert memory.recall is not None
+            assert memory.recall.store is not None
+            store = memory.recall.store
+            asked: list[Any] = []
+            query = store.query
+
+            def spy(embedding: Any, k: int, where: Any) -> Any:
+                asked.append(where)
+                return query(embedding, k, where)
+
+            store.query = spy  # type: ignore[method-assign]
+            planted = "user: older session turn 3 about kayaks and rivers 3\nassistant: noted 3"
+            turns = memory.search(planted, k=3, scope="user", kinds=["turn"])
+            assert turns[0].text == planted
+            assert turns[0].parts["vector_rank"] is not None
+            assert all(h.kind == "turn" for h in turns)
+            assert asked == []  # the index answered
+            facts = memory.search("the user's favourite river is the Douro", k=3, scope="user", kinds=["fact"])
+            assert [h.record_id for h in facts] == [fact]
+            assert facts[0].parts["vector_rank"] is not None
+            assert len(asked) == 1  # one fact among 21 records: Chroma's filtered query found it
+        finally:
+            other.close()

@@ -309,12 +309,16 @@ class RecallIndex:
                 (vector,) = yield Embed([query])
                 query_vector = vector
                 # The scope's in-process index (one search, whatever the number of sessions); Chroma's
-                # filtered query when it declines (the scope does not fit its byte bound) or for kinds
-                # beyond a session (a session's other kinds are dropped when the records load).
+                # filtered query when it declines (the scope does not fit its byte bound). With kinds, a
+                # session's other kinds are dropped when the records load; beyond a session the index
+                # answers only when the kinds hold most of its nearest (see _mostly_of_kinds).
                 found: list[tuple[int, float]] | None = None
                 cache = self._scope_vectors
-                if cache is not None and (scope.kind == "session" or not kinds):
+                if cache is not None:
                     found = yield Blocking(lambda: cache.search(ns_ids, vector, want))
+                    if found and kinds and scope.kind != "session":
+                        nearest = found
+                        found = yield Blocking(lambda: self._mostly_of_kinds(nearest, kinds))
                 if found is not None:
                     scored = [(str(rid), sim) for rid, sim in found]
                 else:
@@ -400,6 +404,15 @@ class RecallIndex:
         if expand and out:
             out += yield from self._linked(out, scope, filters)
         return out
+
+    def _mostly_of_kinds(self, found: list[tuple[int, float]], kinds: Sequence[str]) -> list[tuple[int, float]] | None:
+        """The index's nearest of these kinds, when they are at least half of its nearest; else ``None``
+        (Chroma's filtered query answers). Turns are most records of any scope, so a turns-only search
+        (the re-query beside the profile, on every context() that shows a fact) stays on the index: at
+        1M records Chroma's filtered query takes seconds. A rare kind would leave too few candidates."""
+        kind_of = {r.id: r.kind for r in self.journal.records([rid for rid, _ in found])}
+        kept = [(rid, sim) for rid, sim in found if kind_of.get(rid) in kinds]
+        return kept if 2 * len(kept) >= len(found) else None
 
     def _load(self, ids: Sequence[str], scope: Scope, filters: SearchFilters) -> Flow[dict[str, Record]]:
         """The candidates' records that belong to the scope (and kinds), by id."""

@@ -281,3 +281,15 @@ def test_docstring_examples_run() -> None:
     result = doctest.testmod(keyword_budget)
     assert result.attempted > 0
     assert result.failed == 0
+
+
+def test_postgres_connections_plan_each_run_for_its_arguments(request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    """psycopg prepares a statement after five runs; a generic plan then ignored how many namespaces and
+    which kinds a read names (the typed-memory read of 1,000 sessions: 4 ms custom, ~25 ms generic)."""
+    journal = _open("postgres", tmp_path, request)
+    try:
+        assert journal._pool is not None
+        with journal._pool.connection() as conn:
+            assert conn.execute("SHOW plan_cache_mode").fetchone() == ("force_custom_plan",)
+    finally:
+        journal.close()

@@ -37,7 +37,7 @@ from langmem_tiers.journal.base import (
 )
 from langmem_tiers.journal.encryption import ALGORITHM, META_KEY, FieldCipher, cipher_for
 from langmem_tiers.journal.keyword_budget import TermCount, plan_terms, recency_windows
-from langmem_tiers.journal.sql_core import Sql, fold_nfc
+from langmem_tiers.journal.sql_core import Sql, fold_nfc, scope_size
 from langmem_tiers.journal.sql_journal import SqlJournal, check_version, finish_migration
 from langmem_tiers.keyring import KeyRing
 
@@ -499,7 +499,7 @@ class PostgresJournal(SqlJournal):
             return []
         budget = self.keyword_budget
         with self._autocommit() as db:
-            if budget is None or _scope_size(db, ns_ids, kinds, budget + 1) <= budget:
+            if budget is None or scope_size(db, ns_ids, kinds, budget + 1) <= budget:
                 rows = _bm25(db, terms, terms, ns_ids, kinds, k)  # every match: a small scope
             else:
                 rows = _bounded_bm25(db, terms, ns_ids, kinds, k, budget)
@@ -647,24 +647,6 @@ BM25_AT_LEAST = {
 
 # --- keyword search (dialect helpers of PostgresJournal.keyword_search) ----------------------------
 
-def _rows(db: Sql, sql: str, args: Sequence[Any]) -> list[Any]:
-    """Run a keyword statement unprepared. psycopg prepares a statement run five times, and the
-    server then plans it once for any arguments: a generic plan of ``BM25_SQL`` that knows neither
-    the scope nor the words recomputed the hit count for every (record, word) pair (O(matches²):
-    15 -> 230 ms at 1,300 matches). A custom plan per call costs ~1 ms of planning."""
-    return list(db.raw.execute(_placeholders(sql), args, prepare=False).fetchall())
-
-
-def _scope_size(db: Sql, ns_ids: Sequence[int], kinds: Sequence[str] | None, cap: int) -> int:
-    """How many records the search may rank (these namespaces, these kinds), counted up to ``cap``."""
-    sql = "SELECT 1 FROM records WHERE ns = ANY(?)"
-    args: list[Any] = [list(ns_ids)]
-    if kinds:
-        sql += " AND kind = ANY(?)"
-        args.append(list(kinds))
-    return int(_rows(db, f"SELECT count(*) FROM ({sql} LIMIT ?) s", [*args, cap])[0][0])
-
-
 def _bm25(db: Sql, matched: Sequence[tuple[str, str]], scoring: Sequence[tuple[str, str]], ns_ids: Sequence[int],
           kinds: Sequence[str] | None, k: int, ids: Sequence[int] | None = None,
           counted: tuple[Sequence[TermCount], int] | None = None) -> list[Any]:
@@ -693,7 +675,7 @@ def _bm25(db: Sql, matched: Sequence[tuple[str, str]], scoring: Sequence[tuple[s
     if counted is not None:
         weights = BM25_AT_LEAST
         args += [[c.term for c in counted[0]], [float(c.matches) for c in counted[0]], float(counted[1])]
-    return _rows(db, BM25_SQL.format(match=" || ".join(parts), kinds=kind_filter, **weights), [*args, k])
+    return db.all(BM25_SQL.format(match=" || ".join(parts), kinds=kind_filter, **weights), [*args, k])
 
 
 def _bounded_bm25(db: Sql, terms: Sequence[tuple[str, str]], ns_ids: Sequence[int], kinds: Sequence[str] | None,
@@ -750,7 +732,7 @@ def _count_matches(db: Sql, terms: Sequence[tuple[str, str]], cap: int) -> tuple
     args: list[Any] = []
     for _, word in terms:
         args += [ts_query("", [word]), ts_query("", [word]), cap]
-    rows = _rows(db, " UNION ALL ".join(one.format(i=i, config=c) for i, (c, _) in enumerate(terms)), args)
+    rows = db.all(" UNION ALL ".join(one.format(i=i, config=c) for i, (c, _) in enumerate(terms)), args)
     found = {int(r[0]): (str(r[1]), int(r[2]), int(r[3])) for r in rows}
     lexemes = [found[i][0] for i in range(len(terms))]
     counts = {x: TermCount(x, n, oldest) for x, n, oldest in (found[i] for i in range(len(terms))) if x}
@@ -762,7 +744,7 @@ def _newest_matches(db: Sql, lexemes: Sequence[str], cap: int) -> dict[str, list
     primary key backwards for a common word: O(cap / its frequency), not O(history))."""
     one = ("SELECT {i}, array_agg(id ORDER BY id DESC) FROM (SELECT id FROM records WHERE tsv @@ ?::tsquery "
            "ORDER BY id DESC LIMIT ?) s{i}")
-    rows = _rows(db, " UNION ALL ".join(one.format(i=i) for i in range(len(lexemes))),
+    rows = db.all(" UNION ALL ".join(one.format(i=i) for i in range(len(lexemes))),
                  [a for x in lexemes for a in (x, cap)])
     found = {int(r[0]): [int(v) for v in r[1] or ()] for r in rows}
     return {x: found[i] for i, x in enumerate(lexemes)}

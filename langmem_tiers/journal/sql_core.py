@@ -197,6 +197,19 @@ def insert_records(db: Sql, ns_id: int, records: Sequence[NewRecord], codec: Row
     return ids
 
 
+def scope_size(db: Sql, ns_ids: Sequence[int], kinds: Sequence[str] | None, cap: int) -> int:
+    """How many records a keyword search may rank (these namespaces, these kinds), counted up to ``cap``
+    (whether the scope is within the keyword budget: :mod:`.keyword_budget`)."""
+    members, args = db.in_(list(ns_ids))
+    sql = f"SELECT 1 FROM records WHERE ns {members}"
+    if kinds:
+        kind_members, kind_args = db.in_(list(kinds))
+        sql += f" AND kind {kind_members}"
+        args += kind_args
+    row = db.one(f"SELECT count(*) FROM ({sql} LIMIT ?) s", [*args, cap])
+    return int(row[0])
+
+
 def queue(db: Sql, record_ids: Sequence[int], op: str, ns_id: int | None) -> None:
     """Queue index changes afresh: attempts and backoff reset, a new ``seq``.
 

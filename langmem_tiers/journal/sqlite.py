@@ -37,7 +37,7 @@ from langmem_tiers.journal.base import (
 )
 from langmem_tiers.journal.encryption import ALGORITHM, META_KEY, FieldCipher, RowCodec, cipher_for
 from langmem_tiers.journal.keyword_budget import TermCount, plan_terms, recency_windows
-from langmem_tiers.journal.sql_core import Sql, fold_nfc
+from langmem_tiers.journal.sql_core import Sql, fold_nfc, scope_size
 from langmem_tiers.journal.sql_journal import SqlJournal, check_version, finish_migration
 from langmem_tiers.keyring import KeyRing
 
@@ -654,7 +654,7 @@ class SqliteJournal(SqlJournal):
             return []
         budget = self.keyword_budget
         with self._autocommit() as db:
-            if budget is None or self._scope_size(db, ns_ids, kinds, budget + 1) <= budget:
+            if budget is None or scope_size(db, ns_ids, kinds, budget + 1) <= budget:
                 # As without a budget: FTS5 narrows by the scope's terms (few records: cheap).
                 match = fts_query("", ns_ids, terms)
                 return _hits(self._ranked(db, match, ns_ids, k, kinds, 0) if match else [])
@@ -683,18 +683,6 @@ class SqliteJournal(SqlJournal):
                 if len(rows) >= k or window >= len(newest):
                     break
             return _hits(rows)
-
-    @staticmethod
-    def _scope_size(db: Sql, ns_ids: Sequence[int], kinds: Sequence[str] | None, cap: int) -> int:
-        """How many records the search may rank (these namespaces, these kinds), counted up to ``cap``."""
-        members, args = db.in_(list(ns_ids))
-        sql = f"SELECT 1 FROM records WHERE ns {members}"
-        if kinds:
-            kind_members, kind_args = db.in_(list(kinds))
-            sql += f" AND kind {kind_members}"
-            args += kind_args
-        row = db.one(f"SELECT count(*) FROM ({sql} LIMIT ?)", [*args, cap])
-        return int(row[0])
 
     @staticmethod
     def _count_matches(db: Sql, term: str, cap: int) -> TermCount:

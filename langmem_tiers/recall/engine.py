@@ -299,6 +299,7 @@ class RecallIndex:
         # Records of turns the window holds are excluded below: ask for that many more.
         want = max(self.candidates, 4 * k) + len(filters.exclude_message_ids)
         kinds = list(filters.kinds) if filters.kinds else None
+        loaded: dict[str, Record] = {}  # records read while searching, not read again by _load
         keyword = yield Blocking(lambda: self.journal.keyword_search(query, ns_ids, want, kinds))
         keyword_ids = [str(h.record_id) for h in keyword]
         vector_ids: list[str] = []
@@ -318,7 +319,7 @@ class RecallIndex:
                     found = yield Blocking(lambda: cache.search(ns_ids, vector, want))
                     if found and kinds and scope.kind != "session":
                         nearest = found
-                        found = yield Blocking(lambda: self._mostly_of_kinds(nearest, kinds))
+                        found, loaded = yield Blocking(lambda: self._mostly_of_kinds(nearest, kinds))
                 if found is not None:
                     scored = [(str(rid), sim) for rid, sim in found]
                 else:
@@ -349,7 +350,7 @@ class RecallIndex:
             extra.append(([str(h.record_id) for h in salient], opts.salient_weight))
         by_id = yield from self._load(list(dict.fromkeys([*vector_ids, *keyword_ids, *(c for ids, _ in extra
                                                                                       for c in ids)])),
-                                      scope, filters)
+                                      scope, filters, loaded)
         fused = self._fuse(keyword_ids, vector_ids, extra, by_id, now, analysis)
         if opts.feedback_weight > 0 and fused:
             top = [by_id[c].text for c, _ in fused[:opts.feedback_docs]]
@@ -405,19 +406,26 @@ class RecallIndex:
             out += yield from self._linked(out, scope, filters)
         return out
 
-    def _mostly_of_kinds(self, found: list[tuple[int, float]], kinds: Sequence[str]) -> list[tuple[int, float]] | None:
+    def _mostly_of_kinds(self, found: list[tuple[int, float]], kinds: Sequence[str]
+                         ) -> tuple[list[tuple[int, float]] | None, dict[str, Record]]:
         """The index's nearest of these kinds, when they are at least half of its nearest; else ``None``
         (Chroma's filtered query answers). Turns are most records of any scope, so a turns-only search
         (the re-query beside the profile, on every context() that shows a fact) stays on the index: at
-        1M records Chroma's filtered query takes seconds. A rare kind would leave too few candidates."""
-        kind_of = {r.id: r.kind for r in self.journal.records([rid for rid, _ in found])}
-        kept = [(rid, sim) for rid, sim in found if kind_of.get(rid) in kinds]
-        return kept if 2 * len(kept) >= len(found) else None
+        1M records Chroma's filtered query takes seconds. A rare kind would leave too few candidates.
+        Also the records read to tell (by id), so that loading the candidates does not read them again."""
+        records = {str(r.id): r for r in self.journal.records([rid for rid, _ in found])}
+        kept = [(rid, sim) for rid, sim in found if (r := records.get(str(rid))) is not None and r.kind in kinds]
+        return (kept if 2 * len(kept) >= len(found) else None), records
 
-    def _load(self, ids: Sequence[str], scope: Scope, filters: SearchFilters) -> Flow[dict[str, Record]]:
-        """The candidates' records that belong to the scope (and kinds), by id."""
-        records = yield Blocking(lambda: self.journal.records([int(c) for c in ids]))
-        return {str(r.id): r for r in records
+    def _load(self, ids: Sequence[str], scope: Scope, filters: SearchFilters,
+              loaded: Mapping[str, Record] | None = None) -> Flow[dict[str, Record]]:
+        """The candidates' records that belong to the scope (and kinds), by id; those in ``loaded``
+        (read earlier in this search) are not read again."""
+        have = loaded or {}
+        missing = [int(c) for c in ids if c not in have]
+        records = (yield Blocking(lambda: self.journal.records(missing))) if missing else []
+        every = sorted([*(have[c] for c in ids if c in have), *records], key=lambda r: r.id)  # id order, as read
+        return {str(r.id): r for r in every
                 if scope.matches(r.namespace) and (not filters.kinds or r.kind in filters.kinds)}
 
     def _fuse(self, keyword_ids: Sequence[str], vector_ids: Sequence[str],

@@ -230,7 +230,8 @@ def test_user_scope_of_many_sessions_is_one_entry_with_the_exact_top_hits(tmp_pa
             memory.add("user", "the live session fact about topic 3")
             memory.add("assistant", "noted")
             memory.flush()
-            cache = _cache(memory)
+            # A fresh index, as in a process that did not write these sessions (nothing offered).
+            cache = _small_index(memory, hnsw_from=20_000)
             ns_ids = [n for n, _ in memory.journal.namespaces(Scope("user", memory.namespace))]
             assert len(ns_ids) == 13
             query = "session 4 says fact 2 about topic 6"
@@ -249,10 +250,14 @@ def test_user_scope_of_many_sessions_is_one_entry_with_the_exact_top_hits(tmp_pa
                 new.add("assistant", "noted")
                 new.flush()
             fetches.clear()
+            assert cache.stats()["offered"] == 1
             wider = [n for n, _ in memory.journal.namespaces(Scope("user", memory.namespace))]
             assert _top(cache, wider, "a brand new session about topic 9", 5) == \
                 _exact(memory, wider, "a brand new session about topic 9", 5)
-            assert sum(fetches) == 1
+            # The scope's entry was taken over and only the new session read: its one turn, from this
+            # process's indexer (offered), so nothing from Chroma.
+            assert cache.stats()["offered"] == 0
+            assert fetches == []
         finally:
             for h in handles:
                 h.close()
@@ -382,8 +387,8 @@ def test_vector_cache_mb_is_validated_and_bounds_the_index(tmp_path: Path) -> No
 def test_a_large_scope_is_answered_by_chroma_while_its_graph_builds(tmp_path: Path) -> None:
     """A query never waits for a graph: it gets ``None`` (the engine asks Chroma) until the build ends."""
     with _open(tmp_path) as memory:
-        cache = _small_index(memory)
         _fill(memory, 30)
+        cache = _small_index(memory)  # after the fill: nothing offered, builds read Chroma
         ns = [memory._ns_id]
         started, release, keys = _held_builds(cache)
         assert cache.search(ns, _planted(7), 5) is None
@@ -402,15 +407,15 @@ def test_a_large_scope_is_answered_by_chroma_while_its_graph_builds(tmp_path: Pa
             assert _top(cache, ns, f"user: planted fact {i} about place {i * 7}\nassistant: ok {i}", 5)[0] == \
                 _exact(memory, ns, f"user: planted fact {i} about place {i * 7}\nassistant: ok {i}", 1)[0]
         assert cache.stats() | {"bytes": 0} == {"entries": 1, "vectors": 30, "hnsw_entries": 1, "bytes": 0,
-                                                "max_bytes": cache.max_bytes, "building": 0}
+                                                "max_bytes": cache.max_bytes, "building": 0, "offered": 0}
 
 
 def test_a_record_erased_during_a_build_is_never_served(tmp_path: Path) -> None:
     """The build reads a vector, the record is forgotten before the graph is installed: the first
     query that uses the graph applies the deletion before it answers."""
     with _open(tmp_path) as memory:
-        cache = _small_index(memory)
         _fill(memory, 30)
+        cache = _small_index(memory)  # after the fill: nothing offered, builds read Chroma
         ns = [memory._ns_id]
         victim = _exact(memory, ns, "user: planted fact 12 about place 84\nassistant: ok 12", 1)[0]
         fetched, release = threading.Event(), threading.Event()
@@ -442,8 +447,8 @@ def test_a_record_erased_during_a_build_is_never_served(tmp_path: Path) -> None:
 
 def test_a_failed_build_is_retried_by_a_later_query(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     with _open(tmp_path) as memory:
-        cache = _small_index(memory, build_retry_s=3600)
         _fill(memory, 30)
+        cache = _small_index(memory, build_retry_s=3600)  # after the fill: nothing offered, builds read Chroma
         ns = [memory._ns_id]
         store = cache.store
 
@@ -568,3 +573,89 @@ def test_user_scope_search_of_turns_uses_the_index_and_a_rare_kind_uses_chroma(t
             assert len(asked) == 1  # one fact among 21 records: Chroma's filtered query found it
         finally:
             other.close()
+
+
+
+@pytest.mark.parametrize("scope", ["session", "user"])
+def test_a_rare_kind_beyond_the_index_nearest_is_found_in_every_scope(tmp_path: Path, scope: str) -> None:
+    """A fact among 60 turns, asked for by kind with a question whose nearest candidates (the index's
+    first 50) are all turns: the same rule in every scope sends it to Chroma's filter, which finds it."""
+    with _open(tmp_path) as memory:
+        for i in range(60):
+            memory.add("user", f"turn {i} about trains")
+            memory.add("assistant", f"ok {i}")
+        fact = memory.remember("favourite colour is teal")
+        memory.flush()
+        vectors = {r.id: np.asarray(_vectors([r.text])[0]) for r in memory.journal.scoped_records([memory._ns_id])}
+
+        def rank_of_fact(question: str) -> int:
+            q = np.asarray(_vectors([question])[0])
+            return sorted(vectors, key=lambda i: -float(vectors[i] @ q)).index(fact)
+
+        question = next(q for q in (f"zzz unrelated question {j}" for j in range(500)) if rank_of_fact(q) >= 55)
+        hits = memory.search(question, k=3, scope=scope, kinds=["fact"])
+        assert [h.record_id for h in hits] == [fact]
+        assert hits[0].parts["vector_rank"] is not None
+
+def test_vectors_the_indexer_pushed_are_not_read_back_from_chroma(tmp_path: Path) -> None:
+    """A scope's first query takes the vectors this process just indexed from the indexer's offer, and a
+    live session's next query takes the turns indexed since: no Chroma read, and the same hits."""
+    with _open(tmp_path) as memory:
+        for i in range(12):
+            memory.add("user", f"offered fact {i} about harbor {i * 3}")
+            memory.add("assistant", f"noted harbor {i}")
+        memory.flush()
+        cache = _cache(memory)
+        assert cache.stats()["offered"] > 0
+        fetches = _count_fetches(cache)
+        ns = [memory._ns_id]
+        query = "offered fact 5 about harbor 15"
+        assert _top(cache, ns, query, 6) == _exact(memory, ns, query, 6)
+        memory.add("user", "a later fact about lighthouses")
+        memory.add("assistant", "noted lighthouses")
+        memory.flush()
+        later = "a later fact about lighthouses"
+        assert _top(cache, ns, later, 6) == _exact(memory, ns, later, 6)
+        assert fetches == []
+        assert cache.stats()["offered"] == 0  # each offered vector is taken once
+
+
+def test_an_offered_vector_is_not_used_once_its_text_was_edited_elsewhere(tmp_path: Path) -> None:
+    """Handle A indexes a memory (its vector offered); handle B, standing in for another process, edits
+    the text and indexes the new one. A's first query must read the new vector from Chroma: the
+    namespace's edit count moved since A read the text, so A's offered vector is stale."""
+    a = _open(tmp_path)
+    assert a.recall is not None
+    b = TieredMemory.open(tmp_path, session_id="s", user_id="u", config=a.config, counter=WordCounter(),
+                          embedder=a.recall.embedder, chroma=a.recall.store)
+    try:
+        record_id = a.remember("the old text about violins")
+        a.flush()
+        cache = _cache(a)
+        assert cache.stats()["offered"] == 1
+        b.journal.update_record(record_id, text="the new text about trombones")
+        b.flush()
+        fetches = _count_fetches(cache)
+        found = cache.search([a._ns_id], _vectors(["the new text about trombones"])[0], 1)
+        assert found is not None
+        assert found[0][0] == record_id
+        assert found[0][1] == pytest.approx(1.0, abs=1e-5)  # the new text's vector, not the offered one
+        assert fetches == [1]
+    finally:
+        b.close()
+        a.close()
+
+
+def test_an_erased_record_leaves_the_offer(tmp_path: Path) -> None:
+    """Vectors offered and not taken yet leave memory when their records' deletes reach Chroma."""
+    with _open(tmp_path) as memory:
+        kept = memory.remember("a fact that stays")
+        gone = memory.remember("a fact the user erases")
+        memory.flush()
+        cache = _cache(memory)
+        assert cache.stats()["offered"] == 2
+        memory.forget(gone)
+        assert cache.stats()["offered"] == 1
+        found = cache.search([memory._ns_id], _vectors(["a fact the user erases"])[0], 5)
+        assert found is not None
+        assert [r for r, _ in found] == [kept]

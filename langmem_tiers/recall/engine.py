@@ -196,6 +196,8 @@ class RecallIndex:
         try:
             if deletes:
                 yield Blocking(lambda: store.delete(ids=[self.vector_id(r) for r in deletes]))
+                if self._scope_vectors is not None:
+                    self._scope_vectors.withdraw(deletes)
         except Exception as e:  # the store is down: every item waits
             return self._failed_all(items, e)
         records = (yield Blocking(lambda: self.journal.records(upserts))) if upserts else []
@@ -206,20 +208,25 @@ class RecallIndex:
             vectors, failed = yield from self._embed_split(records, f"{type(e).__name__}: {e}")
             if not vectors:
                 return self._failed_all(items, e)
+        ns_of = (yield Blocking(lambda: self._ns_ids([r for r in records if r.id in vectors]))) if vectors else {}
+        # Each namespace's count of edited texts, read before the texts are read again: the in-process
+        # index uses the vectors handed to it below only while that count stays (scope_vectors.offer).
+        cache = self._scope_vectors
+        edits = {n: v[2] for n, v in (yield Blocking(lambda: self.journal.scope_versions(
+            list(ns_of.values())))).items()} if cache is not None and ns_of else {}
         # Never push a vector for a record whose row changed or vanished since it was read.
         current = {r.id: r for r in (yield Blocking(lambda: self.journal.records(list(vectors))))}
-        fresh = [r for r in records if r.id in vectors and r.id in current and current[r.id].text == r.text]
+        fresh = [r for r in records if r.id in vectors and r.id in current and current[r.id].text == r.text
+                 and r.namespace in ns_of]
         if fresh:
             try:
-                ns_of = yield Blocking(lambda: self._ns_ids(fresh))
-                fresh = [r for r in fresh if r.namespace in ns_of]
                 yield Blocking(lambda: store.upsert(
                     [self.vector_id(r.id) for r in fresh], [vectors[r.id] for r in fresh], None,
                     [self._metadata(r, ns_of[r.namespace]) for r in fresh]))
             except Exception as e:
                 return self._failed_all(items, e)
-            if self._scope_vectors is not None:
-                self._scope_vectors.invalidate([(ns_of[r.namespace], r.id) for r in fresh])
+            if cache is not None:
+                cache.offer([(ns_of[r.namespace], r.id, vectors[r.id]) for r in fresh], edits)
         self.last_error = next(iter(failed.values()), None)
         return failed
 
@@ -310,14 +317,14 @@ class RecallIndex:
                 (vector,) = yield Embed([query])
                 query_vector = vector
                 # The scope's in-process index (one search, whatever the number of sessions); Chroma's
-                # filtered query when it declines (the scope does not fit its byte bound). With kinds, a
-                # session's other kinds are dropped when the records load; beyond a session the index
-                # answers only when the kinds hold most of its nearest (see _mostly_of_kinds).
+                # filtered query when it declines (the scope does not fit its byte bound). With kinds, in
+                # any scope, the index answers only when the kinds hold most of its nearest (see
+                # _mostly_of_kinds): a rare kind would be missing from them.
                 found: list[tuple[int, float]] | None = None
                 cache = self._scope_vectors
                 if cache is not None:
                     found = yield Blocking(lambda: cache.search(ns_ids, vector, want))
-                    if found and kinds and scope.kind != "session":
+                    if found and kinds:
                         nearest = found
                         found, loaded = yield Blocking(lambda: self._mostly_of_kinds(nearest, kinds))
                 if found is not None:

@@ -38,6 +38,13 @@ vectors of a scope are fetched from Chroma once, kept in memory and searched her
   (another process may embed them); :meth:`ScopeVectors.invalidate` marks records this process
   re-embedded. An entry describes exactly the ids it read: ids above the checked version wait for
   the next query, so no id is ever fetched twice (Chroma refuses a request that repeats one).
+* **Vectors this process just embedded are not read back from Chroma.** The indexer hands each
+  batch it pushed to :meth:`ScopeVectors.offer`, with each namespace's count of edited texts read
+  before it read those texts again. A fetch takes an offered vector instead of asking Chroma while
+  that count is unchanged (so the text it was computed from is still the record's text), once: a
+  new scope's first query otherwise read all its vectors back (58 of 130 ms of a LongMemEval
+  question's query, issue 15), and a live session's query read back every turn indexed since the
+  last. At most ``OFFER_MAX`` wait; ids a fetch does not want (erased since) are never served.
 * **A byte bound for all entries together** (``MemoryConfig.vector_cache_mb``), least recently used
   first (a graph being built counts once it is installed). A scope whose vectors alone would
   exceed it gets no entry (``search`` returns ``None``: the caller queries Chroma with a filter),
@@ -99,6 +106,9 @@ MAX_BUILDS = 1  # background graph builds at a time (each already uses every cor
 # vectors take ~2 s on the loaded 2-core machine, real ones ~0.3 s).
 GRAPH_SLICE = 256
 CLOSE_WAIT_S = 30.0  # close() waits this long at most for a build to stop
+# Offered vectors (the indexer's fresh ones) held until a fetch takes them, oldest dropped first: a
+# LongMemEval haystack's turns, or minutes of a busy process's writes (12 MiB at 384-d).
+OFFER_MAX = 8192
 # A scope that takes over a cached graph adds the vectors it lacks inside the query: only a few (a new
 # session). Beyond this many, the scope's graph is built in the background instead.
 ADOPT_MAX_ADD = 2048
@@ -345,6 +355,8 @@ class ScopeVectors:
         self._idle = threading.Condition(self._lock)  # a build ended
         self._io_lock = threading.Lock()  # held by each journal or Chroma call of a build
         self._closed = False
+        # record id -> (namespace id, its edit count when the text was read, float32 unit vector)
+        self._offered: OrderedDict[int, tuple[int, int, Any]] = OrderedDict()
         _LIVE.add(self)  # stopped at interpreter exit
 
     # --- search -------------------------------------------------------------------
@@ -402,14 +414,59 @@ class ScopeVectors:
             for entry in [*self._cache.values(), *(b.entry for b in self._builds.values())]:
                 entry.stale.update(p for p in pairs if p[0] in entry.key)
 
+    def offer(self, vectors: Iterable[tuple[int, int, Sequence[float]]], edits: dict[int, int]) -> None:
+        """The indexer's batch, just pushed to Chroma: ``(namespace id, record id, vector)`` triples and
+        each namespace's count of edited texts (``Journal.scope_versions``) read before the indexer read
+        those texts the last time. Entries holding an older vector fetch these again (as
+        :meth:`invalidate`); every fetch takes them from here instead of Chroma while the namespace's
+        edit count is still ``edits[ns]``: no text of it changed since, so the vector is the current
+        one (a later edit's vector, from any process, is read from Chroma)."""
+        import numpy as np
+
+        triples = [(int(n), int(r), v) for n, r, v in vectors if int(n) in edits]
+        if not triples:
+            return
+        matrix = np.asarray([v for _, _, v in triples], dtype=np.float32)
+        matrix /= np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
+        with self._lock:
+            for (ns_id, record_id, _), row in zip(triples, matrix):
+                self._offered.pop(record_id, None)
+                self._offered[record_id] = (ns_id, edits[ns_id], row)
+            while len(self._offered) > OFFER_MAX:
+                self._offered.popitem(last=False)
+        self.invalidate((n, r) for n, r, _ in triples)
+
+    def withdraw(self, record_ids: Iterable[int]) -> None:
+        """Drop offered vectors of records just deleted from Chroma (an erased record's vector does not
+        wait in memory for a fetch that would never take it)."""
+        with self._lock:
+            for record_id in record_ids:
+                self._offered.pop(int(record_id), None)
+
+    def _take_offered(self, ids: Any, versions: dict[int, Versions]) -> tuple[Any, Any]:
+        """The offered vectors of ``ids`` still current (their namespace's edit count unchanged), taken
+        out of the offer: ``(record ids, float32 matrix)``, both empty when none."""
+        import numpy as np
+
+        taken: list[tuple[int, Any]] = []
+        with self._lock:
+            if self._offered:
+                for record_id in ids.tolist():
+                    offered = self._offered.pop(record_id, None)
+                    if offered is not None and versions.get(offered[0], (0, 0, -1))[2] == offered[1]:
+                        taken.append((record_id, offered[2]))
+        if not taken:
+            return np.empty(0, dtype=np.int64), None
+        return np.array([r for r, _ in taken], dtype=np.int64), np.stack([v for _, v in taken])
+
     def stats(self) -> dict[str, int]:
-        """Entries held, their vectors and bytes (for the benchmarks)."""
+        """Entries held, their vectors and bytes, and vectors offered not taken yet (benchmarks, tests)."""
         with self._lock:
             entries = list(self._cache.values())
         return {"entries": len(entries), "vectors": sum(len(e.rows) for e in entries),
                 "hnsw_entries": sum(isinstance(e.rows, _HnswRows) for e in entries),
                 "bytes": sum(e.nbytes for e in entries), "max_bytes": self.max_bytes,
-                "building": len(self._builds)}
+                "building": len(self._builds), "offered": len(self._offered)}
 
     def wait_builds(self, timeout: float | None = None) -> bool:
         """Wait until no background build is queued or running (benchmarks and tests); ``False`` on timeout."""
@@ -735,16 +792,21 @@ class ScopeVectors:
             wanted.append(np.fromiter(sorted(entry.missing), dtype=np.int64))
         ids = np.unique(np.concatenate(wanted)) if wanted else empty
         if len(ids):
-            self._fetch(entry, ids, guard)
+            self._fetch(entry, ids, versions, guard)
 
-    def _fetch(self, entry: _Entry, ids: Any, guard: _NoGuard = _NO_GUARD) -> None:
-        """Read ``ids``' vectors from Chroma in chunks into the entry (an HNSW entry never holds them all
-        as float32); the ids Chroma lacks stay missing. Only a background build (``guard`` given) turns
-        an exact entry into a graph: in a query it grows exact and is promoted in the background."""
+    def _fetch(self, entry: _Entry, ids: Any, versions: dict[int, Versions], guard: _NoGuard = _NO_GUARD) -> None:
+        """Read ``ids``' vectors into the entry: those the indexer offered and still current (see
+        :meth:`offer`), the rest from Chroma in chunks (an HNSW entry never holds them all as float32);
+        the ids Chroma lacks stay missing. ``versions`` are the journal's, read before this sync."""
         import numpy as np
 
         found_all: set[int] = set()
         try:
+            got, matrix = self._take_offered(ids, versions)
+            if len(got):
+                self._add_rows(entry, got, matrix, guard)
+                found_all.update(got.tolist())
+                ids = ids[~np.isin(ids, got)]
             for start in range(0, len(ids), FETCH_CHUNK):
                 chunk = ids[start:start + FETCH_CHUNK]
                 with guard:
@@ -753,21 +815,25 @@ class ScopeVectors:
                     continue
                 got = np.array([self._record_id(v) for v in found], dtype=np.int64)
                 matrix = matrix / np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
-                matrix = matrix.astype(np.float32, copy=False)
-                building = guard is not _NO_GUARD
-                if building and isinstance(entry.rows, _ExactRows) \
-                        and len(entry.rows) + len(got) > self.hnsw_from and self._has_usearch:
-                    graph = _HnswRows(matrix.shape[1], *self._hnsw)
-                    _add_sliced(graph, entry.rows.ids, entry.rows.matrix, guard)
-                    entry.rows = graph
-                if building and isinstance(entry.rows, _HnswRows):
-                    _add_sliced(entry.rows, got, matrix, guard)
-                else:
-                    entry.rows.add(got, matrix)
-                found_all.update(int(i) for i in got)
+                self._add_rows(entry, got, matrix.astype(np.float32, copy=False), guard)
+                found_all.update(got.tolist())
         finally:
             # Whatever was not read (Chroma lacks it, or failed midway) is looked up again next query.
             entry.missing = (entry.missing | {int(i) for i in ids}) - found_all
+
+    def _add_rows(self, entry: _Entry, ids: Any, matrix: Any, guard: _NoGuard) -> None:
+        """Add unit rows to an entry. Only a background build (``guard`` given) turns an exact entry into
+        a graph: in a query it grows exact and is promoted in the background."""
+        building = guard is not _NO_GUARD
+        if building and isinstance(entry.rows, _ExactRows) \
+                and len(entry.rows) + len(ids) > self.hnsw_from and self._has_usearch:
+            graph = _HnswRows(matrix.shape[1], *self._hnsw)
+            _add_sliced(graph, entry.rows.ids, entry.rows.matrix, guard)
+            entry.rows = graph
+        if building and isinstance(entry.rows, _HnswRows):
+            _add_sliced(entry.rows, ids, matrix, guard)
+        else:
+            entry.rows.add(ids, matrix)
 
 
 # Every index, stopped when the interpreter exits: a daemon thread still inside usearch or Chroma's

@@ -4,6 +4,7 @@ facts, LLM calls with extraction on and off, the profile in context() and explai
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 
 from langmem_tiers import MemoryConfig, SummaryRequest, TieredMemory, WordCounter
+from langmem_tiers.embedders.callable import CallableEmbedder
 from langmem_tiers.errors import ConfigError, InvalidMessageError
 from langmem_tiers.semantic.types import ExtractedMemory, Triple
 from langmem_tiers.summarizers.base import SummaryResult
@@ -310,3 +312,39 @@ def test_a_fact_in_the_profile_leaves_its_turn_to_recall(tmp_path: Path) -> None
         assert [p.text.split(") ", 1)[1] for p in ctx.profile] == ["My locker combination is 4812-alpha"]
         assert any(h.kind == "turn" and "4812-alpha" in h.text for h in ctx.recalled)
         assert all(h.kind == "turn" for h in ctx.recalled)  # the fact is not repeated in recall
+
+
+def test_the_turns_requery_beside_the_profile_embeds_the_question_once(tmp_path: Path) -> None:
+    """context() asks again for turns when the profile shows a fact that took its turn's place (here:
+    one hit asked for, and the fact, the question's own words, ranks first); the second search reuses
+    the first one's question vector instead of embedding the question again."""
+    embedded: list[str] = []
+
+    def vectors(texts: list[str]) -> list[list[float]]:
+        embedded.extend(texts)
+        return [[float((hash(t) >> s) & 1) + 0.5 for s in range(16)] for t in texts]
+
+    config = dataclasses.replace(SMALL_CONFIG, recall_k=1)
+    embedder = CallableEmbedder(vectors, dimension=16, key="test:count16")
+    with TieredMemory.open(tmp_path, session_id="s1", user_id="ada", config=config, counter=WordCounter(),
+                           embedder=embedder) as memory:
+        chat(memory, ["My locker combination is 4812-alpha, please remember it."])
+        evict_all(memory)
+        memory.flush()
+        assert memory.recall is not None
+        searches: list[Any] = []
+        real = memory.recall.search_flow
+
+        def counted(query: str, *args: Any, **kwargs: Any) -> Any:
+            searches.append(query)
+            return real(query, *args, **kwargs)
+
+        memory.recall.search_flow = counted  # type: ignore[method-assign]
+        embedded.clear()
+        question = "My locker combination is 4812-alpha"
+        ctx = memory.context(question, budget=200)
+        assert [p.text.split(") ", 1)[1] for p in ctx.profile] == [question]
+        assert [h.kind for h in ctx.recalled] == ["turn"]
+        assert "4812-alpha, please remember it" in ctx.recalled[0].text
+        assert searches == [question] * 2  # the re-query happened
+        assert embedded == [question]  # and the question was embedded once

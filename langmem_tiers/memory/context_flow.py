@@ -41,6 +41,8 @@ def context_flow(m: TieredMemory, query: str | None, budget: int | None) -> Flow
         omitted.append(Omission("pending", reason, 0, ()))
     hits: list[RecallHit] = []
     pinned: list[str] = []
+    # The query's vector, embedded once for this call: the turns re-query beside the profile reuses it.
+    query_vectors: dict[str, Any] = {}
     now = m.clock()  # expiry is judged once per call (langmem_tiers.memory_types.expiry)
     # The profile, skills and working state in one read of the user's memories of those kinds.
     typed = expiry.live((yield Blocking(lambda: typed_records(m))), now) if typed_kinds(m) else []
@@ -57,14 +59,15 @@ def context_flow(m: TieredMemory, query: str | None, budget: int | None) -> Flow
             exclude = frozenset(w.message.id for w in window if w.message.id is not None)
             found = yield from recall.search_flow(query, recall_k(m, budget, state, window, pinned, working),
                                                   Scope(m.config.recall_scope, m.namespace),
-                                                  SearchFilters(exclude_message_ids=exclude, now=now))
+                                                  SearchFilters(exclude_message_ids=exclude, now=now),
+                                                  query_vectors=query_vectors)
             hits = [h for h in found if not h.pinned]
     profile = []
     if m.config.profile_tokens:
         profile = profile_lines([r for r in typed if r.kind in PROFILE_KINDS], query)
     if hits:
         hits = yield Blocking(lambda: reads.label_past(m, hits))
-        hits = yield from recall_beside_profile(m, hits, profile, query, window)
+        hits = yield from recall_beside_profile(m, hits, profile, query, window, query_vectors)
     if m.config.skills_k and query:
         hits = skills.lead_with_skills(hits, typed, query, m.config.skills_k)
     context = assemble(window=window, summary=state.summary, pinned=pinned, hits=hits, config=m.config,
@@ -101,14 +104,16 @@ def recall_k(m: TieredMemory, budget: int | None, state: SessionState, window: S
 
 
 def recall_beside_profile(m: TieredMemory, hits: list[RecallHit], profile: Sequence[ProfileLine],
-                          query: str | None, window: Sequence[WindowMessage]) -> Flow[list[RecallHit]]:
+                          query: str | None, window: Sequence[WindowMessage],
+                          query_vectors: dict[str, Any] | None = None) -> Flow[list[RecallHit]]:
     """The recall hits to deliver beside the profile.
 
     A current fact the profile shows is not repeated, and a superseded memory is recalled only
     when the query asks about the past (:func:`~langmem_tiers.semantic.profile.wants_history`).
     The recall engine keeps one hit per turn, so a fact extracted from a turn may have taken
     that turn's place: then the turn is recalled instead (one more query, turns only, and only
-    in that case), so the model still sees the conversation the fact came from.
+    in that case, with the first query's vector from ``query_vectors``), so the model still sees
+    the conversation the fact came from.
     """
     shown = {p.record_id for p in profile}
     history = wants_history(query)
@@ -119,7 +124,8 @@ def recall_beside_profile(m: TieredMemory, hits: list[RecallHit], profile: Seque
         return kept
     exclude = frozenset(w.message.id for w in window if w.message.id is not None)
     turns = yield from m.recall.search_flow(query, m.config.recall_k, Scope(m.config.recall_scope, m.namespace),
-                                            SearchFilters(kinds=("turn",), exclude_message_ids=exclude))
+                                            SearchFilters(kinds=("turn",), exclude_message_ids=exclude),
+                                            query_vectors=query_vectors)
     have = {h.record_id for h in kept}
     back = [t for t in turns if set(t.message_ids) & missing and t.record_id not in have]
     # In the place of the fact they stand for: the engine's order is the ranking.

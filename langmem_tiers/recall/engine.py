@@ -294,7 +294,14 @@ class RecallIndex:
     # --- search ---------------------------------------------------------------
 
     def search_flow(self, query: str, k: int, scope: Scope, filters: SearchFilters,
-                    now: float | None = None, expand: bool = False) -> Flow[list[RecallHit]]:
+                    now: float | None = None, expand: bool = False,
+                    query_vectors: dict[str, Any] | None = None) -> Flow[list[RecallHit]]:
+        """The ``k`` best records of a scope for ``query`` (keyword and vector rankings, fused).
+
+        ``query_vectors``: vectors of queries embedded earlier in the same request, by text; the
+        query's is taken from it or added to it (``context()`` embeds its question once for both of
+        its searches). Nothing outlives the request.
+        """
         if scope.kind not in SCOPES:
             raise ConfigError(f"scope ({scope.kind!r}) must be one of {', '.join(SCOPES)}")
         if k <= 0 or not query.strip():
@@ -314,7 +321,11 @@ class RecallIndex:
         if self.store is not None and self.embedder is not None:
             store = self.store
             try:
-                (vector,) = yield Embed([query])
+                vector = query_vectors.get(query) if query_vectors is not None else None
+                if vector is None:
+                    (vector,) = yield Embed([query])
+                    if query_vectors is not None:
+                        query_vectors[query] = vector
                 query_vector = vector
                 # The scope's in-process index (one search, whatever the number of sessions); Chroma's
                 # filtered query when it declines (the scope does not fit its byte bound). With kinds, in

@@ -314,10 +314,11 @@ def test_a_fact_in_the_profile_leaves_its_turn_to_recall(tmp_path: Path) -> None
         assert all(h.kind == "turn" for h in ctx.recalled)  # the fact is not repeated in recall
 
 
-def test_the_turns_requery_beside_the_profile_embeds_the_question_once(tmp_path: Path) -> None:
+def test_context_embeds_the_question_and_reads_the_users_sessions_once(tmp_path: Path) -> None:
     """context() asks again for turns when the profile shows a fact that took its turn's place (here:
     one hit asked for, and the fact, the question's own words, ranks first); the second search reuses
-    the first one's question vector instead of embedding the question again."""
+    the first one's question vector, and the user's sessions are read once for the profile, the pinned
+    memories and both searches."""
     embedded: list[str] = []
 
     def vectors(texts: list[str]) -> list[list[float]]:
@@ -340,6 +341,14 @@ def test_the_turns_requery_beside_the_profile_embeds_the_question_once(tmp_path:
             return real(query, *args, **kwargs)
 
         memory.recall.search_flow = counted  # type: ignore[method-assign]
+        reads: list[Any] = []
+        real_namespaces = memory.journal.namespaces
+
+        def namespaces(scope: Any = None) -> Any:
+            reads.append(scope)
+            return real_namespaces(scope)
+
+        memory.journal.namespaces = namespaces  # type: ignore[method-assign]
         embedded.clear()
         question = "My locker combination is 4812-alpha"
         ctx = memory.context(question, budget=200)
@@ -348,3 +357,4 @@ def test_the_turns_requery_beside_the_profile_embeds_the_question_once(tmp_path:
         assert "4812-alpha, please remember it" in ctx.recalled[0].text
         assert searches == [question] * 2  # the re-query happened
         assert embedded == [question]  # and the question was embedded once
+        assert len(reads) == 1  # the user's sessions read once: profile, pinned and both searches share it

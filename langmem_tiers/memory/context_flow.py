@@ -17,6 +17,7 @@ from langmem_tiers.memory_types import expiry, fields, skills
 from langmem_tiers.memory_types.working import current_items, working_lines
 from langmem_tiers.recall.engine import SearchFilters
 from langmem_tiers.recall.hits import RecallHit
+from langmem_tiers.recall.request import RequestMemo
 from langmem_tiers.semantic.profile import PROFILE_KINDS, ProfileLine, profile_lines, wants_history
 
 if TYPE_CHECKING:
@@ -41,18 +42,18 @@ def context_flow(m: TieredMemory, query: str | None, budget: int | None) -> Flow
         omitted.append(Omission("pending", reason, 0, ()))
     hits: list[RecallHit] = []
     pinned: list[str] = []
-    # The query's vector, embedded once for this call: the turns re-query beside the profile reuses it.
-    query_vectors: dict[str, Any] = {}
+    # The user's namespaces and the query's vector, read and embedded once for all of this call's reads.
+    memo = RequestMemo()
     now = m.clock()  # expiry is judged once per call (langmem_tiers.memory_types.expiry)
     # The profile, skills and working state in one read of the user's memories of those kinds.
-    typed = expiry.live((yield Blocking(lambda: typed_records(m))), now) if typed_kinds(m) else []
+    typed = expiry.live((yield Blocking(lambda: typed_records(m, memo))), now) if typed_kinds(m) else []
     working = working_lines(current_items(typed, m.namespace, now)) if m.config.working_tokens else []
     if m.recall is not None:
         recall = m.recall
         # Pinned memories belong to the user: they appear in every one of the user's sessions.
         # Without a user id, every scope narrows to this session (Scope.matches).
         pinned_scope = Scope("user", m.namespace)
-        pinned = [r.text for r in expiry.live((yield Blocking(lambda: recall.pinned(pinned_scope))), now)]
+        pinned = [r.text for r in expiry.live((yield Blocking(lambda: recall.pinned(pinned_scope, memo))), now)]
         if query is None:
             query = next((w.message.text for w in reversed(window) if w.message.role == "user"), None)
         if query and m.config.recall_k and m.config.recall_tokens:
@@ -60,14 +61,14 @@ def context_flow(m: TieredMemory, query: str | None, budget: int | None) -> Flow
             found = yield from recall.search_flow(query, recall_k(m, budget, state, window, pinned, working),
                                                   Scope(m.config.recall_scope, m.namespace),
                                                   SearchFilters(exclude_message_ids=exclude, now=now),
-                                                  query_vectors=query_vectors)
+                                                  memo=memo)
             hits = [h for h in found if not h.pinned]
     profile = []
     if m.config.profile_tokens:
         profile = profile_lines([r for r in typed if r.kind in PROFILE_KINDS], query)
     if hits:
         hits = yield Blocking(lambda: reads.label_past(m, hits))
-        hits = yield from recall_beside_profile(m, hits, profile, query, window, query_vectors)
+        hits = yield from recall_beside_profile(m, hits, profile, query, window, memo)
     if m.config.skills_k and query:
         hits = skills.lead_with_skills(hits, typed, query, m.config.skills_k)
     context = assemble(window=window, summary=state.summary, pinned=pinned, hits=hits, config=m.config,
@@ -84,8 +85,8 @@ def typed_kinds(m: TieredMemory) -> list[str]:
             *((fields.WORKING_KIND,) if cfg.working_tokens else ())]
 
 
-def typed_records(m: TieredMemory) -> list[Record]:
-    return m.journal.scoped_records(m._user_ns_ids(), typed_kinds(m))
+def typed_records(m: TieredMemory, memo: RequestMemo | None = None) -> list[Record]:
+    return m.journal.scoped_records(reads.user_ns_ids(m, memo), typed_kinds(m))
 
 
 def recall_k(m: TieredMemory, budget: int | None, state: SessionState, window: Sequence[WindowMessage],
@@ -105,14 +106,14 @@ def recall_k(m: TieredMemory, budget: int | None, state: SessionState, window: S
 
 def recall_beside_profile(m: TieredMemory, hits: list[RecallHit], profile: Sequence[ProfileLine],
                           query: str | None, window: Sequence[WindowMessage],
-                          query_vectors: dict[str, Any] | None = None) -> Flow[list[RecallHit]]:
+                          memo: RequestMemo | None = None) -> Flow[list[RecallHit]]:
     """The recall hits to deliver beside the profile.
 
     A current fact the profile shows is not repeated, and a superseded memory is recalled only
     when the query asks about the past (:func:`~langmem_tiers.semantic.profile.wants_history`).
     The recall engine keeps one hit per turn, so a fact extracted from a turn may have taken
     that turn's place: then the turn is recalled instead (one more query, turns only, and only
-    in that case, with the first query's vector from ``query_vectors``), so the model still sees
+    in that case, with the first query's vector and namespaces from ``memo``), so the model still sees
     the conversation the fact came from.
     """
     shown = {p.record_id for p in profile}
@@ -125,7 +126,7 @@ def recall_beside_profile(m: TieredMemory, hits: list[RecallHit], profile: Seque
     exclude = frozenset(w.message.id for w in window if w.message.id is not None)
     turns = yield from m.recall.search_flow(query, m.config.recall_k, Scope(m.config.recall_scope, m.namespace),
                                             SearchFilters(kinds=("turn",), exclude_message_ids=exclude),
-                                            query_vectors=query_vectors)
+                                            memo=memo)
     have = {h.record_id for h in kept}
     back = [t for t in turns if set(t.message_ids) & missing and t.record_id not in have]
     # In the place of the fact they stand for: the engine's order is the ranking.

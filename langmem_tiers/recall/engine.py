@@ -35,6 +35,7 @@ from langmem_tiers.recall.fusion import FusionParams, ScoreParts, fuse, set_jacc
 from langmem_tiers.recall.hits import RecallHit
 from langmem_tiers.recall.options import RecallOptions
 from langmem_tiers.recall.query import analyze, feedback_terms, has_time_expression
+from langmem_tiers.recall.request import RequestMemo, scope_namespaces
 from langmem_tiers.recall.scope_vectors import DEFAULT_MAX_BYTES, ScopeVectors
 from langmem_tiers.recall.vector_store import ChromaStore
 
@@ -295,18 +296,17 @@ class RecallIndex:
 
     def search_flow(self, query: str, k: int, scope: Scope, filters: SearchFilters,
                     now: float | None = None, expand: bool = False,
-                    query_vectors: dict[str, Any] | None = None) -> Flow[list[RecallHit]]:
+                    memo: RequestMemo | None = None) -> Flow[list[RecallHit]]:
         """The ``k`` best records of a scope for ``query`` (keyword and vector rankings, fused).
 
-        ``query_vectors``: vectors of queries embedded earlier in the same request, by text; the
-        query's is taken from it or added to it (``context()`` embeds its question once for both of
-        its searches). Nothing outlives the request.
+        ``memo``: what the same request read or embedded before (the scope's namespaces, the query's
+        vector) is taken from it, and what this search reads is added to it.
         """
         if scope.kind not in SCOPES:
             raise ConfigError(f"scope ({scope.kind!r}) must be one of {', '.join(SCOPES)}")
         if k <= 0 or not query.strip():
             return []
-        namespaces = yield Blocking(lambda: self.journal.namespaces(scope))
+        namespaces = yield Blocking(lambda: scope_namespaces(self.journal, scope, memo))
         ns_ids = [n for n, _ in namespaces]
         if not ns_ids:
             return []
@@ -321,11 +321,11 @@ class RecallIndex:
         if self.store is not None and self.embedder is not None:
             store = self.store
             try:
-                vector = query_vectors.get(query) if query_vectors is not None else None
+                vector = memo.vectors.get(query) if memo is not None else None
                 if vector is None:
                     (vector,) = yield Embed([query])
-                    if query_vectors is not None:
-                        query_vectors[query] = vector
+                    if memo is not None:
+                        memo.vectors[query] = vector
                 query_vector = vector
                 # The scope's in-process index (one search, whatever the number of sessions); Chroma's
                 # filtered query when it declines (the scope does not fit its byte bound). With kinds, in
@@ -487,8 +487,8 @@ class RecallIndex:
             for r in records if scope.matches(r.namespace) and passes(r, filters)
         ]
 
-    def pinned(self, scope: Scope) -> list[Record]:
-        ns_ids = [n for n, _ in self.journal.namespaces(scope)]
+    def pinned(self, scope: Scope, memo: RequestMemo | None = None) -> list[Record]:
+        ns_ids = [n for n, _ in scope_namespaces(self.journal, scope, memo)]
         return self.journal.scoped_records(ns_ids, pinned_only=True)
 
 

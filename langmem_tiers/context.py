@@ -153,13 +153,14 @@ def assemble(
     window_tokens = sum(w.tokens for t in older for w in t) + sum(w.tokens for w in current)
     state, dropped_state = _within_share(working, config.working_tokens, counter, "working")
     left_out += dropped_state
+    facts, dropped_facts = _within_share(profile, config.profile_tokens, counter, "profile")
+    left_out += dropped_facts
+    # What the profile takes, not its whole share: two short facts leave the rest of it to recall.
     share = recall_share(config, budget, window_tokens, counter.count_text(summary) if summary else 0,
-                         counter.count_text("\n".join(pinned)) if pinned else 0, bool(profile),
+                         counter.count_text("\n".join(pinned)) if pinned else 0, _lines_tokens(facts, counter),
                          _lines_tokens(state, counter))
     hits, dropped = _hits_within_share(hits, lines, share, counter)
     left_out += dropped
-    facts, dropped_facts = _within_share(profile, config.profile_tokens, counter, "profile")
-    left_out += dropped_facts
     pinned_lines, summary_text = list(pinned), summary
     while True:
         memory = _memory_message(pinned_lines, summary_text, [lines[h.record_id] for h in hits], config,
@@ -267,18 +268,18 @@ MEMORY_FRAMING_TOKENS = 40  # headers and framing of the memory message, reserve
 
 
 def recall_share(config: MemoryConfig, budget: int, window_tokens: int, summary_tokens: int,
-                 pinned_tokens: int, has_profile: bool, working_tokens: int = 0) -> int:
+                 pinned_tokens: int, profile_tokens: int, working_tokens: int = 0) -> int:
     """Recall's share of the budget: ``recall_tokens``, or more when the other tiers leave budget unused.
 
     With ``config.recall_uses_spare`` (default), what the window, summary, pinned facts, working
-    state (``working_tokens``: what it takes) and profile leave of the one budget goes to recall
-    too: a fresh session (empty window and summary) asking about last week gets the whole budget
-    for what it recalls, not just ``recall_tokens``.
+    state and profile (``working_tokens``, ``profile_tokens``: what they take) leave of the one
+    budget goes to recall too: a fresh session (empty window and summary) asking about last week
+    gets the whole budget for what it recalls, not just ``recall_tokens``.
     """
     if not config.recall_uses_spare:
         return config.recall_tokens
     spare = (budget - REPLY_PRIMING - MEMORY_FRAMING_TOKENS - window_tokens - summary_tokens - pinned_tokens
-             - working_tokens - (config.profile_tokens if has_profile else 0))
+             - working_tokens - profile_tokens)
     return max(config.recall_tokens, spare)
 
 
@@ -315,7 +316,7 @@ def _within_share(lines: Sequence[_Line], share: int, counter: TokenCounter,
     return kept, dropped
 
 
-def _lines_tokens(lines: Sequence[WorkingLine], counter: TokenCounter) -> int:
+def _lines_tokens(lines: Sequence[WorkingLine] | Sequence[ProfileLine], counter: TokenCounter) -> int:
     return counter.count_text("\n".join(w.text for w in lines)) if lines else 0
 
 

@@ -226,3 +226,18 @@ def test_recall_fills_what_an_empty_window_leaves() -> None:
     assert len(spare.recalled) > len(fixed.recalled)
     assert spare.tokens.total <= CONFIG.context_tokens
     assert [h.record_id for h in spare.recalled] == list(range(1, len(spare.recalled) + 1))  # best first
+
+
+def test_recall_gets_what_a_short_profile_leaves_of_its_share() -> None:
+    """A profile of one short fact takes its own tokens, not its whole share: the rest goes to recall."""
+    from langmem_tiers.semantic.profile import ProfileLine
+
+    config = CONFIG.with_changes(profile_tokens=200)
+    hits = [hit(i, " ".join([f"w{i}"] * 40)) for i in range(1, 9)]  # 40 words each
+    profile = [ProfileLine(99, "- (fact) likes green tea")]
+    ctx = assemble(window=[], summary="", pinned=[], hits=hits, config=config, counter=WORDS, profile=profile)
+    assert [p.record_id for p in ctx.profile] == [99]
+    assert ctx.tokens.profile == 5
+    # Of 400 tokens, the profile takes 5: all eight hits fit (a reserved 200 left room for three).
+    assert len(ctx.recalled) == 8
+    assert ctx.tokens.total <= 400

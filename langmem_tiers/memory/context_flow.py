@@ -95,7 +95,7 @@ def recall_k(m: TieredMemory, budget: int | None, state: SessionState, window: S
     cfg = m.config
     share = recall_share(cfg, cfg.context_tokens if budget is None else budget, sum(w.tokens for w in window),
                          state.summary_tokens, m.counter.count_text("\n".join(pinned)) if pinned else 0,
-                         bool(cfg.profile_tokens),
+                         cfg.profile_tokens,  # at most: the profile's lines are sized when assembled
                          min(m.counter.count_text("\n".join(w.text for w in working)), cfg.working_tokens)
                          if working else 0)
     if share <= cfg.recall_tokens:

@@ -64,6 +64,9 @@ class MemoryConfig:
             preferences (``remember()``ed and extracted), dated, most relevant to the query
             first. ``0`` turns the profile off. Within ``context_tokens``: when the budget is
             short the profile goes after recall and before the summary.
+        profile_related_only: with a query, deliver only the profile's facts that share a word
+            with it (or its key's question words: "where" finds ``location``); without a query,
+            every fact by importance. Off (default): unrelated facts fill the rest of the share.
         extract_memories: fold extraction into the summary call: the summarizer returns the
             user's facts and preferences with the summary (no extra call; offline, the
             extractive summarizer's detector does it), stored as keyed, superseding memories.
@@ -125,6 +128,7 @@ class MemoryConfig:
     recall_unit: RecallUnit = "turn"
     recall_scope: RecallScope = "user"
     profile_tokens: int = 300
+    profile_related_only: bool = False
     extract_memories: bool = True
     working_tokens: int = 200
     skills_k: int = 2
@@ -189,8 +193,9 @@ class MemoryConfig:
                 or not math.isfinite(self.expiry_sweep_s) or self.expiry_sweep_s < 0:
             raise ConfigError(f"expiry_sweep_s ({self.expiry_sweep_s!r}) must be a number of seconds >= 0 "
                               "(0 turns the periodic sweep off)")
-        if not isinstance(self.extract_memories, bool):
-            raise ConfigError(f"extract_memories ({self.extract_memories!r}) must be True or False")
+        for name in ("extract_memories", "profile_related_only"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{name} ({getattr(self, name)!r}) must be True or False")
         if self.recall_unit not in ("turn", "message"):
             raise ConfigError(f"recall_unit ({self.recall_unit!r}) must be 'turn' or 'message'")
         if self.recall_scope not in ("session", "user", "agent"):

@@ -65,7 +65,7 @@ def context_flow(m: TieredMemory, query: str | None, budget: int | None) -> Flow
             hits = [h for h in found if not h.pinned]
     profile = []
     if m.config.profile_tokens:
-        profile = profile_lines([r for r in typed if r.kind in PROFILE_KINDS], query)
+        profile = profile_lines([r for r in typed if r.kind in PROFILE_KINDS], query, m.config.profile_related_only)
     if hits:
         hits = yield Blocking(lambda: reads.label_past(m, hits))
         hits = yield from recall_beside_profile(m, hits, profile, query, window, memo)

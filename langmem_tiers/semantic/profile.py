@@ -72,10 +72,12 @@ class ProfileLine:
     text: str
 
 
-def profile_lines(records: Sequence[Record], query: str | None) -> list[ProfileLine]:
+def profile_lines(records: Sequence[Record], query: str | None, related_only: bool = False) -> list[ProfileLine]:
     """The profile, best first: current memories ranked as the module docstring says, dated.
 
     ``records`` are the user's memories of ``PROFILE_KINDS`` (current and superseded).
+    ``related_only`` (``MemoryConfig.profile_related_only``): with a query that has words, only the
+    memories that share one with it.
     """
     current = [r for r in records if r.valid_to is None and not r.pinned and r.kind in PROFILE_KINDS]
     history = wants_history(query)
@@ -84,6 +86,8 @@ def profile_lines(records: Sequence[Record], query: str | None) -> list[ProfileL
         if r.valid_to is not None and r.key:
             past.setdefault(r.key, []).append(r)
     stems = {w[:5] for w in query_words(query)} if query else set()
+    if related_only and stems:
+        current = [r for r in current if _relevance(r, stems) > 0]
     ranked = sorted(current, key=lambda r: (-_relevance(r, stems), -r.importance, -r.created_at, -r.id))
     out = []
     for r in ranked:

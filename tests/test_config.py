@@ -43,6 +43,7 @@ INVALID: list[tuple[str, dict[str, Any], tuple[str, ...]]] = [
         {"context_tokens": 2500, "window_tokens": 2000, "summary_tokens": 400, "recall_tokens": 800},
         ("2000 + 400 + 800", "context_tokens (2500)", "raise context_tokens or lower one of the shares"),
     ),
+    ("profile-related-only", {"profile_related_only": "yes"}, ("profile_related_only", "'yes'", "True or False")),
     ("summary-role", {"summary_role": "tool"}, ("summary_role", "'tool'", "system, user or assistant")),
     (
         "oversize-policy",

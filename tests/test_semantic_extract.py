@@ -295,6 +295,10 @@ def test_profile_lines_rank_by_query_then_importance_and_show_history_on_demand(
     assert past[0].record_id == 2
     assert "previously (1970-01-02 to 1970-01-03): I live in Porto" in past[0].text
     assert past[0].text.startswith("- [since 1970-01-03] (fact) I moved to Lisbon")
+    # Related only: the facts sharing a word with the question (or its key's words); no query, all.
+    assert [p.record_id for p in profile_lines(records, "What is my cat called?", related_only=True)] == [4]
+    assert [p.record_id for p in profile_lines(records, "Where do I live?", related_only=True)] == [2]
+    assert [p.record_id for p in profile_lines(records, None, related_only=True)] == [3, 2, 4]
 
 
 # --- answer recall --------------------------------------------------------------------------

@@ -45,10 +45,12 @@ from langmem_tiers.eval.runner import (
     score_question,
 )
 
-# MemoryConfig fields that act only when a query runs: a variant may change these and nothing else.
+# MemoryConfig fields that act only when a query runs: a variant may change these and nothing else
+# (the profile's two are read by context() alone: what it delivers of the memories extracted at ingest).
 QUERY_TIME_FIELDS: Final = frozenset({
     "recall_salient_weight", "recall_time_boost", "recall_when_boost", "recall_session_weight",
     "recall_session_top", "recall_k", "recall_feedback_weight", "recall_feedback_docs",
+    "profile_tokens", "profile_related_only",
 })
 BASE: Final = "base"
 

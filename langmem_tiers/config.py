@@ -65,8 +65,10 @@ class MemoryConfig:
             first. ``0`` turns the profile off. Within ``context_tokens``: when the budget is
             short the profile goes after recall and before the summary.
         profile_related_only: with a query, deliver only the profile's facts that share a word
-            with it (or its key's question words: "where" finds ``location``); without a query,
-            every fact by importance. Off (default): unrelated facts fill the rest of the share.
+            with it (or its key's question words: "where" finds ``location``), so facts unrelated to
+            the question leave their tokens to recall; without a query, every fact by importance.
+            On by default (chosen by issue 19's ablation rule, BENCHMARKS.md); ``False`` fills the
+            share with unrelated facts too (an always-on persona).
         extract_memories: fold extraction into the summary call: the summarizer returns the
             user's facts and preferences with the summary (no extra call; offline, the
             extractive summarizer's detector does it), stored as keyed, superseding memories.
@@ -128,7 +130,7 @@ class MemoryConfig:
     recall_unit: RecallUnit = "turn"
     recall_scope: RecallScope = "user"
     profile_tokens: int = 300
-    profile_related_only: bool = False
+    profile_related_only: bool = True
     extract_memories: bool = True
     working_tokens: int = 200
     skills_k: int = 2

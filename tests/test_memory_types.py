@@ -148,7 +148,8 @@ def test_working_state_block_in_context_and_explain(open_memory: Opener, mode: s
 
 
 def test_working_state_keeps_its_share_and_its_priority(open_memory: Opener) -> None:
-    config = SMALL_CONFIG.with_changes(working_tokens=15)
+    # An always-on profile (profile_related_only off): its fact is unrelated to the question.
+    config = SMALL_CONFIG.with_changes(working_tokens=15, profile_related_only=False)
     memory = open_memory(config=config)
     for i in range(6):
         memory.working.set(f"step_{i}", f"value {i}")  # 5 words a line: three fit 15
@@ -177,7 +178,8 @@ def test_working_state_keeps_its_share_and_its_priority(open_memory: Opener) -> 
 # --- expiry ------------------------------------------------------------------------------------
 
 def test_expired_memories_are_never_delivered_nor_returned(open_memory: Opener, mode: str) -> None:
-    memory = open_memory()
+    # The whole profile, related to the question or not: every memory's expiry shows in it.
+    memory = open_memory(config=SMALL_CONFIG.with_changes(profile_related_only=False))
     clock = memory.clock
     assert isinstance(clock, FakeClock)
     short = call(mode, memory, "remember", "Parked on level 3 of the garage", ttl=60)

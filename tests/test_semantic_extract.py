@@ -301,6 +301,18 @@ def test_profile_lines_rank_by_query_then_importance_and_show_history_on_demand(
     assert [p.record_id for p in profile_lines(records, None, related_only=True)] == [3, 2, 4]
 
 
+
+def test_profile_relevance_finds_word_forms() -> None:
+    """A query word matches a memory's word on its first five letters, or as a prefix of at least three
+    letters when one of the two is shorter: "live" finds "Lives", "seat" finds "seats"."""
+    records = [Record(1, NS, "fact", "Lives in Lisbon", created_at=100.0, key="home_city"),
+               Record(2, NS, "preference", "Prefers aisle seats", created_at=100.0),
+               Record(3, NS, "fact", "Has a dog", created_at=100.0)]
+    assert [p.record_id for p in profile_lines(records, "Where do I live?", related_only=True)] == [1]
+    assert [p.record_id for p in profile_lines(records, "Which seat do I take?", related_only=True)] == [2]
+    assert [p.record_id for p in profile_lines(records, "Is it doable?", related_only=True)] == []
+
+
 # --- answer recall --------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("answer", "delivered", "found"), [

@@ -279,10 +279,15 @@ def test_profile_delivers_current_facts_dated_and_history_only_when_asked(tmp_pa
         assert "Lives in Porto" in past
         ctx = today.context(query="Where do I live?")
         assert ctx.tokens.profile > 0
-        assert len(ctx.profile) == 2
+        assert [p.text.split(") ", 1)[1] for p in ctx.profile] == ["Lives in Lisbon"]  # related to the question
         explained = ctx.explain()
         assert "profile" in explained.splitlines()[0]
         assert "Lives in Lisbon" in explained
+        assert "aisle" not in memory_text(today, "Where do I live?")
+    with open_memory(tmp_path, "wednesday") as fresh:
+        assert len(fresh.context().profile) == 2  # no query (no user message either): every current fact
+    with open_memory(tmp_path, "tuesday", config=SMALL_CONFIG.with_changes(profile_related_only=False)) as persona:
+        assert len(persona.context(query="Where do I live?").profile) == 2  # unrelated facts fill the share
 
 
 def test_profile_stays_within_its_share_and_reports_what_it_left_out(tmp_path: Path) -> None:

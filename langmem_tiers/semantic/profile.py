@@ -2,9 +2,11 @@
 
 **Selection.** Current memories (nothing superseded them) of the kinds in ``PROFILE_KINDS``,
 not pinned (pinned memories have their own section), ranked by relevance to the query
-(query words found in the memory's text or key, a word matching on its first five letters
-so "lived" finds "live"), then importance, then the newest first. The context assembler
-keeps them in this order within ``MemoryConfig.profile_tokens``.
+(query words found in the memory's text or key, a word matching on its first five letters,
+or on a shorter word's three or four, so "lived" finds "live"), then importance, then the
+newest first. The context assembler keeps them in this order within
+``MemoryConfig.profile_tokens``; with ``MemoryConfig.profile_related_only`` (default) and a
+query, only the memories that match at least one of its words.
 
 **History rule** (:func:`wants_history`). A superseded value is delivered, as a dated
 "previously" line under the current one, only when the query asks about the past or a
@@ -115,11 +117,22 @@ KEY_WORDS = {
 
 
 def _relevance(record: Record, stems: set[str]) -> int:
+    """How many of the query's stems the memory (its text, key and key's question words) holds."""
     if not stems:
         return 0
     extra = KEY_WORDS.get(record.key or "", "")
     words = {w.lower()[:5] for w in WORD.findall(f"{record.text} {(record.key or '').replace('_', ' ')} {extra}")}
-    return len(stems & words)
+    return sum(1 for s in stems if _stem_in(s, words))
+
+
+def _stem_in(stem: str, words: set[str]) -> bool:
+    """A stem (a word's first five letters) found among ``words``: the same, or one a prefix of the other
+    when it is shorter than five letters and at least three ("live" finds "lives", "seats" finds "seat")."""
+    if stem in words:
+        return True
+    if len(stem) < 5:
+        return len(stem) >= 3 and any(w.startswith(stem) for w in words)
+    return any(3 <= len(w) < 5 and stem.startswith(w) for w in words)
 
 
 def _day(ts: float) -> str:

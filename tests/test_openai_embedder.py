@@ -231,7 +231,9 @@ async def test_requests_stay_under_the_per_request_token_total(server: FakeOpenA
     sizes = [len(enc.encode(t)) for t in texts]
     assert max(sizes) <= 8191
     assert sum(sizes) > 300_000
-    e = make(server, dimensions=8)
+    # Over 300k tokens in a few ~1 MB requests: the loopback server's parse and reply took over the
+    # file's 0.5 s client timeout once during a full clean-clone run (a ReadTimeout); it is about batching.
+    e = make(server, dimensions=8, timeout=30.0)
     vectors = await e.aembed(texts)
     assert vectors == [fake_embedding(t, 8) for t in texts]  # each fits: sent whole, in order
     bodies = server.bodies("embeddings")

@@ -88,9 +88,10 @@ def profile_lines(records: Sequence[Record], query: str | None, related_only: bo
         if r.valid_to is not None and r.key:
             past.setdefault(r.key, []).append(r)
     stems = {w[:5] for w in query_words(query)} if query else set()
+    relevance = {r.id: _relevance(r, stems) for r in current}  # once per memory: filter and order
     if related_only and stems:
-        current = [r for r in current if _relevance(r, stems) > 0]
-    ranked = sorted(current, key=lambda r: (-_relevance(r, stems), -r.importance, -r.created_at, -r.id))
+        current = [r for r in current if relevance[r.id] > 0]
+    ranked = sorted(current, key=lambda r: (-relevance[r.id], -r.importance, -r.created_at, -r.id))
     out = []
     for r in ranked:
         lines = [f"- [since {_day(r.created_at)}] ({r.kind}) {r.text}"]

@@ -319,11 +319,11 @@ def test_a_fact_in_the_profile_leaves_its_turn_to_recall(tmp_path: Path) -> None
         assert all(h.kind == "turn" for h in ctx.recalled)  # the fact is not repeated in recall
 
 
-def test_context_embeds_the_question_and_reads_the_users_sessions_once(tmp_path: Path) -> None:
-    """context() asks again for turns when the profile shows a fact that took its turn's place (here:
-    one hit asked for, and the fact, the question's own words, ranks first); the second search reuses
-    the first one's question vector, and the user's sessions are read once for the profile, the pinned
-    memories and both searches."""
+def test_context_searches_once_even_when_a_fact_took_its_turns_place(tmp_path: Path) -> None:
+    """When the profile shows a fact that took its turn's place among the hits (here: one hit asked for,
+    and the fact, the question's own words, ranks first), the turn comes from the one search's
+    candidates: one search, one embedding of the question, and one read of the user's sessions for the
+    profile, the pinned memories and the search."""
     embedded: list[str] = []
 
     def vectors(texts: list[str]) -> list[list[float]]:
@@ -339,13 +339,13 @@ def test_context_embeds_the_question_and_reads_the_users_sessions_once(tmp_path:
         memory.flush()
         assert memory.recall is not None
         searches: list[Any] = []
-        real = memory.recall.search_flow
+        real = memory.recall.ranked_flow
 
         def counted(query: str, *args: Any, **kwargs: Any) -> Any:
             searches.append(query)
             return real(query, *args, **kwargs)
 
-        memory.recall.search_flow = counted  # type: ignore[method-assign]
+        memory.recall.ranked_flow = counted  # type: ignore[method-assign]
         reads: list[Any] = []
         real_namespaces = memory.journal.namespaces
 
@@ -360,6 +360,6 @@ def test_context_embeds_the_question_and_reads_the_users_sessions_once(tmp_path:
         assert [p.text.split(") ", 1)[1] for p in ctx.profile] == [question]
         assert [h.kind for h in ctx.recalled] == ["turn"]
         assert "4812-alpha, please remember it" in ctx.recalled[0].text
-        assert searches == [question] * 2  # the re-query happened
-        assert embedded == [question]  # and the question was embedded once
-        assert len(reads) == 1  # the user's sessions read once: profile, pinned and both searches share it
+        assert searches == [question]  # the turn was not searched for again
+        assert embedded == [question]
+        assert len(reads) == 1  # the user's sessions read once: profile, pinned and the search share it

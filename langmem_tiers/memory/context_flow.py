@@ -15,7 +15,7 @@ from langmem_tiers.journal.base import Record, Scope, SessionState
 from langmem_tiers.memory import reads
 from langmem_tiers.memory_types import expiry, fields, skills
 from langmem_tiers.memory_types.working import current_items, working_lines
-from langmem_tiers.recall.engine import SearchFilters
+from langmem_tiers.recall.engine import Ranked, SearchFilters
 from langmem_tiers.recall.hits import RecallHit
 from langmem_tiers.recall.request import RequestMemo
 from langmem_tiers.semantic.profile import PROFILE_KINDS, ProfileLine, profile_lines, wants_history
@@ -41,6 +41,7 @@ def context_flow(m: TieredMemory, query: str | None, budget: int | None) -> Flow
             reason += f" (last error: {state.last_error})"
         omitted.append(Omission("pending", reason, 0, ()))
     hits: list[RecallHit] = []
+    ranked: list[Ranked] = []  # the search's candidates, best first (a fact's turn is picked from them)
     pinned: list[str] = []
     # The user's namespaces and the query's vector, read and embedded once for all of this call's reads.
     memo = RequestMemo()
@@ -58,17 +59,16 @@ def context_flow(m: TieredMemory, query: str | None, budget: int | None) -> Flow
             query = next((w.message.text for w in reversed(window) if w.message.role == "user"), None)
         if query and m.config.recall_k and m.config.recall_tokens:
             exclude = frozenset(w.message.id for w in window if w.message.id is not None)
-            found = yield from recall.search_flow(query, recall_k(m, budget, state, window, pinned, working),
-                                                  Scope(m.config.recall_scope, m.namespace),
-                                                  SearchFilters(exclude_message_ids=exclude, now=now),
-                                                  memo=memo)
-            hits = [h for h in found if not h.pinned]
+            k = recall_k(m, budget, state, window, pinned, working)
+            ranked = yield from recall.ranked_flow(query, k, Scope(m.config.recall_scope, m.namespace),
+                                                   SearchFilters(exclude_message_ids=exclude, now=now), memo=memo)
+            hits = [h for h in recall.select(ranked, k) if not h.pinned]
     profile = []
     if m.config.profile_tokens:
         profile = profile_lines([r for r in typed if r.kind in PROFILE_KINDS], query, m.config.profile_related_only)
     if hits:
         hits = yield Blocking(lambda: reads.label_past(m, hits))
-        hits = yield from recall_beside_profile(m, hits, profile, query, window, memo)
+        hits = recall_beside_profile(m, hits, profile, query, ranked)
     if m.config.skills_k and query:
         hits = skills.lead_with_skills(hits, typed, query, m.config.skills_k)
     context = assemble(window=window, summary=state.summary, pinned=pinned, hits=hits, config=m.config,
@@ -105,30 +105,26 @@ def recall_k(m: TieredMemory, budget: int | None, state: SessionState, window: S
 
 
 def recall_beside_profile(m: TieredMemory, hits: list[RecallHit], profile: Sequence[ProfileLine],
-                          query: str | None, window: Sequence[WindowMessage],
-                          memo: RequestMemo | None = None) -> Flow[list[RecallHit]]:
+                          query: str | None, ranked: Sequence[Ranked]) -> list[RecallHit]:
     """The recall hits to deliver beside the profile.
 
     A current fact the profile shows is not repeated, and a superseded memory is recalled only
     when the query asks about the past (:func:`~langmem_tiers.semantic.profile.wants_history`).
     The recall engine keeps one hit per turn, so a fact extracted from a turn may have taken
-    that turn's place: then the turn is recalled instead (one more query, turns only, and only
-    in that case, with the first query's vector and namespaces from ``memo``), so the model still sees
-    the conversation the fact came from.
+    that turn's place: then the turn is recalled instead, in the fact's place, so the model still
+    sees the conversation the fact came from. It is picked from the search's own candidates
+    (``ranked``: each ranked list reached well past the hits), not searched for again.
     """
     shown = {p.record_id for p in profile}
     history = wants_history(query)
     kept = [h for h in hits if h.record_id not in shown and (history or "valid_to" not in h.metadata)]
     covered = {i for h in kept for i in h.message_ids}
     missing = {i for h in hits if h.record_id in shown for i in h.message_ids} - covered
-    if not missing or not query or m.recall is None:
+    if not missing or m.recall is None:
         return kept
-    exclude = frozenset(w.message.id for w in window if w.message.id is not None)
-    turns = yield from m.recall.search_flow(query, m.config.recall_k, Scope(m.config.recall_scope, m.namespace),
-                                            SearchFilters(kinds=("turn",), exclude_message_ids=exclude),
-                                            memo=memo)
     have = {h.record_id for h in kept}
-    back = [t for t in turns if set(t.message_ids) & missing and t.record_id not in have]
+    back = m.recall.select([(r, parts) for r, parts in ranked if r.kind == "turn" and r.id not in have
+                            and not missing.isdisjoint(r.message_ids)], len(hits))
     # In the place of the fact they stand for: the engine's order is the ranking.
     out: list[RecallHit] = []
     for h in hits:

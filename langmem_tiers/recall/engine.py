@@ -41,6 +41,8 @@ from langmem_tiers.recall.vector_store import ChromaStore
 
 log = logging.getLogger(__name__)
 
+Ranked = tuple[Record, ScoreParts]  # a search's candidate and its score parts (ranked_flow)
+
 SCOPES = ("session", "user", "agent")
 PENDING_EXACT = 64  # the newest pending rows of a scope that a query searches exactly
 FRESH_VECTORS = 4096  # vectors of pending rows kept for the indexer to reuse
@@ -299,9 +301,20 @@ class RecallIndex:
                     memo: RequestMemo | None = None) -> Flow[list[RecallHit]]:
         """The ``k`` best records of a scope for ``query`` (keyword and vector rankings, fused).
 
-        ``memo``: what the same request read or embedded before (the scope's namespaces, the query's
-        vector) is taken from it, and what this search reads is added to it.
+        ``memo``: what the same request read before (the scope's namespaces) is taken from it, and
+        what this search reads is added to it.
         """
+        ranked = yield from self.ranked_flow(query, k, scope, filters, now, memo)
+        out = self.select(ranked, k)
+        if expand and out:
+            out += yield from self._linked(out, scope, filters)
+        return out
+
+    def ranked_flow(self, query: str, k: int, scope: Scope, filters: SearchFilters,
+                    now: float | None = None, memo: RequestMemo | None = None) -> Flow[list[Ranked]]:
+        """Every candidate of a search for ``k`` hits that passes ``filters``, best first, with its score
+        parts: what :meth:`select` picks the hits from. ``context()`` keeps it to pick a fact's turn
+        from (beside the profile) without searching again."""
         if scope.kind not in SCOPES:
             raise ConfigError(f"scope ({scope.kind!r}) must be one of {', '.join(SCOPES)}")
         if k <= 0 or not query.strip():
@@ -321,11 +334,7 @@ class RecallIndex:
         if self.store is not None and self.embedder is not None:
             store = self.store
             try:
-                vector = memo.vectors.get(query) if memo is not None else None
-                if vector is None:
-                    (vector,) = yield Embed([query])
-                    if memo is not None:
-                        memo.vectors[query] = vector
+                (vector,) = yield Embed([query])
                 query_vector = vector
                 # The scope's in-process index (one search, whatever the number of sessions); Chroma's
                 # filtered query when it declines (the scope does not fit its byte bound). With kinds, in
@@ -397,13 +406,14 @@ class RecallIndex:
             if more:
                 by_id.update((yield from self._load(more, scope, filters)))
             fused = self._fuse(keyword_ids, vector_ids, extra, by_id, now, analysis)
+        return [(r, parts) for cid, parts in fused if passes(r := by_id[cid], filters)]
+
+    def select(self, ranked: Sequence[Ranked], k: int) -> list[RecallHit]:
+        """The first ``k`` of ``ranked`` as hits, one per turn and no near-duplicates."""
         out: list[RecallHit] = []
         kept_words: list[frozenset[str]] = []  # each kept hit's words, split once (the near-duplicate check)
         turn_messages: set[int] = set()  # the messages of the turns kept so far
-        for cid, parts in fused:
-            r = by_id[cid]
-            if not passes(r, filters):
-                continue
+        for r, parts in ranked:
             # One hit per turn: a long turn is indexed as several chunks, and a turn that grew after it
             # was answered has an earlier record too; the best one speaks for the turn.
             if r.kind == "turn" and not turn_messages.isdisjoint(r.message_ids):
@@ -420,8 +430,6 @@ class RecallIndex:
             out.append(_hit(r, parts.total, vars(parts)))
             if len(out) >= k:
                 break
-        if expand and out:
-            out += yield from self._linked(out, scope, filters)
         return out
 
     def _mostly_of_kinds(self, found: list[tuple[int, float]], kinds: Sequence[str]

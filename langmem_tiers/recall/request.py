@@ -1,24 +1,22 @@
-"""What one request reads or computes once for all of its searches.
+"""What one request reads once for all of its reads.
 
-``context()`` may search twice (the turns re-query beside the profile) and reads the user's
-memories beside: without a memo each of those read the scope's namespaces again (2.65 ms a read
-for a user of 1,001 sessions on SQLite) and the second search embedded the question again (an
-embedder call, 15-25 ms here). A memo lives as long as the call that made it; nothing outlives it.
+``context()`` reads the user's memories (profile, skills, working state), the pinned ones and
+recalls across the user's sessions: without a memo each of those read the scope's namespaces again
+(2.65 ms a read for a user of 1,001 sessions on SQLite). A memo lives as long as the call that made
+it; nothing outlives it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from langmem_tiers.journal.base import Journal, Namespace, Scope
 
 
 @dataclass
 class RequestMemo:
-    """The query vectors (by query text) and the scopes' namespaces (by scope) read so far in one call."""
+    """The scopes' namespaces (by scope) read so far in one call."""
 
-    vectors: dict[str, Any] = field(default_factory=dict)
     namespaces: dict[Scope, list[tuple[int, Namespace]]] = field(default_factory=dict)
 
 

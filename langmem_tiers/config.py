@@ -92,7 +92,10 @@ class MemoryConfig:
         recall_feedback_weight: pseudo-relevance feedback: RRF weight of a second keyword search over
             the query plus the words the best first-round hits share (0: off).
         recall_feedback_docs: how many first-round hits feed it.
-            These five act when a query runs (see :mod:`langmem_tiers.recall.options`); their
+        recall_neighbor_weight: RRF weight of a rank list of the turns just before and after the best
+            first-round turns, each in its session (0: off).
+        recall_neighbor_docs: how many first-round hits have their neighbors ranked.
+            These act when a query runs (see :mod:`langmem_tiers.recall.options`); their
             defaults are what the ablations of BENCHMARKS.md chose on held-apart data (issue 19):
             the time window and "when" boosts on, the names keyword ranking and the second stage
             off (both lowered recall@10 on the tuning half).
@@ -142,6 +145,8 @@ class MemoryConfig:
     recall_session_top: int = 3
     recall_feedback_weight: float = 0.0
     recall_feedback_docs: int = 3
+    recall_neighbor_weight: float = 0.0
+    recall_neighbor_docs: int = 5
     vector_cache_mb: int = 640
 
     def __post_init__(self) -> None:

@@ -318,6 +318,15 @@ class SqlJournal:
             codec = self._codec(db)
             return [row_record(r, codec) for r in rows]
 
+    def beside(self, record_id: int, kind: str, per_side: int) -> tuple[list[Record], list[Record]]:
+        with self._autocommit() as db:
+            codec = self._codec(db)
+            # Through records_ns_id (ns, id): a walk from the record outwards within its session.
+            sides = [db.all(f"{RECORD_SELECT} WHERE r.ns = (SELECT ns FROM records WHERE id = ?) AND r.kind = ? "
+                            f"AND r.id {op} ? ORDER BY r.id {order} LIMIT ?", (record_id, kind, record_id, per_side))
+                     for op, order in (("<", "DESC"), (">", "ASC"))]
+            return [row_record(r, codec) for r in sides[0]], [row_record(r, codec) for r in sides[1]]
+
     def count_records(self, ns_id: int) -> int:
         return self.record_stats(ns_id)[0]
 

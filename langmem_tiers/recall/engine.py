@@ -45,6 +45,7 @@ Ranked = tuple[Record, ScoreParts]  # a search's candidate and its score parts (
 
 SCOPES = ("session", "user", "agent")
 PENDING_EXACT = 64  # the newest pending rows of a scope that a query searches exactly
+NEIGHBOR_READ = 4  # records read on each side of a turn to find its neighbor past its own other chunks
 FRESH_VECTORS = 4096  # vectors of pending rows kept for the indexer to reuse
 
 
@@ -390,6 +391,15 @@ class RecallIndex:
                 if fresh_ids:
                     by_id.update((yield from self._load(fresh_ids, scope, filters)))
                 fused = self._fuse(keyword_ids, vector_ids, extra, by_id, now, analysis)
+        if opts.neighbor_weight > 0 and fused and (not kinds or "turn" in kinds):
+            lead = [by_id[c] for c, _ in fused[:opts.neighbor_docs]]
+            around = yield Blocking(lambda: self._neighbor_turns(lead))
+            extra.append(([str(r.id) for r in around], opts.neighbor_weight))
+            fresh = [r for r in around if str(r.id) not in by_id]
+            if fresh:
+                have = {str(r.id): r for r in fresh}
+                by_id.update((yield from self._load(list(have), scope, filters, have)))
+            fused = self._fuse(keyword_ids, vector_ids, extra, by_id, now, analysis)
         if opts.session_weight > 0 and scope.kind != "session" and len(namespaces) > opts.session_top:
             # Two-stage: the sessions of the best candidates, searched again more deeply.
             best = _best_sessions(fused, by_id, opts.session_top)
@@ -442,6 +452,20 @@ class RecallIndex:
         records = {str(r.id): r for r in self.journal.records([rid for rid, _ in found])}
         kept = [(rid, sim) for rid, sim in found if (r := records.get(str(rid))) is not None and r.kind in kinds]
         return (kept if 2 * len(kept) >= len(found) else None), records
+
+    def _neighbor_turns(self, top: Sequence[Record]) -> list[Record]:
+        """The turn just before and the turn just after each turn of ``top`` in its session, in
+        ``top``'s order (a long turn's other chunks, which share its messages, are not its neighbors)."""
+        out: dict[int, Record] = {}
+        for r in top:
+            if r.kind != "turn":
+                continue
+            before, after = self.journal.beside(r.id, "turn", NEIGHBOR_READ)
+            for side in (before, after):
+                near = next((n for n in side if set(n.message_ids).isdisjoint(r.message_ids)), None)
+                if near is not None:
+                    out.setdefault(near.id, near)
+        return list(out.values())
 
     def _load(self, ids: Sequence[str], scope: Scope, filters: SearchFilters,
               loaded: Mapping[str, Record] | None = None) -> Flow[dict[str, Record]]:

@@ -36,6 +36,10 @@ class RecallOptions:
             the words its ``feedback_docs`` best first-round hits share
             (:func:`langmem_tiers.recall.query.feedback_terms`).
         feedback_docs: how many first-round hits feed that search.
+        neighbor_weight: the turns around the best first-round turns (the one before and the one
+            after each, in its session) form one more rank list, fused with this RRF weight: in a
+            chat the answer is often the reply next to the turn that matched the words.
+        neighbor_docs: how many first-round hits have their neighbors ranked.
     """
 
     salient_weight: float = 0.0
@@ -45,17 +49,22 @@ class RecallOptions:
     session_top: int = 3
     feedback_weight: float = 0.0
     feedback_docs: int = 3
+    neighbor_weight: float = 0.0
+    neighbor_docs: int = 5
 
     def __post_init__(self) -> None:
-        for name in ("salient_weight", "time_boost", "when_boost", "session_weight", "feedback_weight"):
+        for name in ("salient_weight", "time_boost", "when_boost", "session_weight", "feedback_weight",
+                     "neighbor_weight"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
                     or value < 0:
                 raise ConfigError(f"recall_{name} ({value!r}) must be a finite number >= 0 (0 turns it off)")
         if isinstance(self.session_top, bool) or not isinstance(self.session_top, int) or self.session_top < 1:
             raise ConfigError(f"recall_session_top ({self.session_top!r}) must be an integer >= 1")
-        if isinstance(self.feedback_docs, bool) or not isinstance(self.feedback_docs, int) or self.feedback_docs < 1:
-            raise ConfigError(f"recall_feedback_docs ({self.feedback_docs!r}) must be an integer >= 1")
+        for name in ("feedback_docs", "neighbor_docs"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"recall_{name} ({value!r}) must be an integer >= 1")
 
     @classmethod
     def from_config(cls, config: Any) -> RecallOptions:
@@ -63,4 +72,5 @@ class RecallOptions:
         return cls(salient_weight=config.recall_salient_weight, time_boost=config.recall_time_boost,
                    when_boost=config.recall_when_boost, session_weight=config.recall_session_weight,
                    session_top=config.recall_session_top, feedback_weight=config.recall_feedback_weight,
-                   feedback_docs=config.recall_feedback_docs)
+                   feedback_docs=config.recall_feedback_docs, neighbor_weight=config.recall_neighbor_weight,
+                   neighbor_docs=config.recall_neighbor_docs)

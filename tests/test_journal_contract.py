@@ -540,6 +540,23 @@ def test_keyword_ranking_quality(journal: Journal, label: str, query: str, top: 
     assert ranked[:len(top)] == [RANKING_CORPUS[i] for i in top], ranked
 
 
+def test_records_beside_a_record_stay_in_its_session_and_kind(journal: Journal) -> None:
+    """``beside``: the nearest records of a kind before and after one, within its session only
+    (another session's records written in between are not its neighbors)."""
+    mine, other = _ns(journal, "mine", "u"), _ns(journal, "other", "u")
+    ids = {}
+    for name, ns_id, kind in [("t1", mine, "turn"), ("x1", other, "turn"), ("t2", mine, "turn"),
+                              ("f", mine, "fact"), ("x2", other, "turn"), ("t3", mine, "turn"), ("t4", mine, "turn")]:
+        [ids[name]] = journal.add_records(ns_id, [NewRecord(kind, name)])
+    before, after = journal.beside(ids["t2"], "turn", 4)
+    assert [r.text for r in before] == ["t1"]
+    assert [r.text for r in after] == ["t3", "t4"]  # nearest first; the fact and the other session's turns left out
+    before, after = journal.beside(ids["t3"], "turn", 1)
+    assert ([r.text for r in before], [r.text for r in after]) == (["t2"], ["t4"])
+    assert journal.beside(ids["f"], "fact", 2) == ([], [])
+    assert journal.beside(10**9, "turn", 2) == ([], [])
+
+
 def test_records_round_trip_update_and_delete(journal: Journal) -> None:
     ns = Namespace("s", "u", "a")
     ns_id = journal.namespace_id(ns) or 0

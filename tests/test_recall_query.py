@@ -99,7 +99,8 @@ def test_feedback_terms() -> None:
 @pytest.mark.parametrize("changes", [
     {"recall_salient_weight": -1.0}, {"recall_time_boost": float("nan")}, {"recall_when_boost": True},
     {"recall_session_weight": "1"}, {"recall_session_top": 0}, {"recall_session_top": 1.5},
-    {"recall_feedback_weight": -0.5}, {"recall_feedback_docs": 0},
+    {"recall_feedback_weight": -0.5}, {"recall_feedback_docs": 0}, {"recall_neighbor_weight": -1.0},
+    {"recall_neighbor_docs": 0}, {"recall_neighbor_docs": True},
 ])
 def test_bad_switches_are_refused(changes: dict[str, Any]) -> None:
     with pytest.raises(ConfigError, match="recall_"):
@@ -202,6 +203,21 @@ def test_feedback_follows_the_first_hop(memory: TieredMemory) -> None:
     query = "What new pastime has Ana's sister taken up?"
     assert "wheel throwing" not in " ".join(top(memory, query, OFF, k=2))
     assert "wheel throwing" in " ".join(top(memory, query, RecallOptions(feedback_weight=3.0), k=2))
+
+
+def test_neighbors_bring_the_reply_next_to_the_matching_turn(memory: TieredMemory) -> None:
+    """The question's words are in one turn; its answer is in the next turn of that session, which
+    shares none of them: only the neighbor list ranks it."""
+    filler = [(f"The restaurant on the trip, day {i}: which restaurant was open?", "Most were closed")
+              for i in range(5)]
+    fill(memory, [
+        ("trip", NOW - 20 * DAY, [("Which restaurant did you like best on the trip to Porto?", "Let me think"),
+                                  ("Casa Azul, the one with the blue door by the bridge", "Great pick")]),
+        ("planning", NOW - 10 * DAY, filler),
+    ])
+    query = "Which restaurant did I like best on the trip to Porto?"
+    assert "Casa Azul" not in " ".join(top(memory, query, OFF, k=2))
+    assert "Casa Azul" in " ".join(top(memory, query, RecallOptions(neighbor_weight=3.0), k=2))
 
 
 def test_switches_off_are_plain_fusion(memory: TieredMemory) -> None:

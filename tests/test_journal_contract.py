@@ -548,13 +548,15 @@ def test_records_beside_a_record_stay_in_its_session_and_kind(journal: Journal) 
     for name, ns_id, kind in [("t1", mine, "turn"), ("x1", other, "turn"), ("t2", mine, "turn"),
                               ("f", mine, "fact"), ("x2", other, "turn"), ("t3", mine, "turn"), ("t4", mine, "turn")]:
         [ids[name]] = journal.add_records(ns_id, [NewRecord(kind, name)])
-    before, after = journal.beside(ids["t2"], "turn", 4)
-    assert [r.text for r in before] == ["t1"]
-    assert [r.text for r in after] == ["t3", "t4"]  # nearest first; the fact and the other session's turns left out
-    before, after = journal.beside(ids["t3"], "turn", 1)
-    assert ([r.text for r in before], [r.text for r in after]) == (["t2"], ["t4"])
-    assert journal.beside(ids["f"], "fact", 2) == ([], [])
-    assert journal.beside(10**9, "turn", 2) == ([], [])
+    around = journal.beside([ids["t2"], ids["t3"], 10**9], "turn", 4)
+    assert [r.text for r in around[ids["t2"]][0]] == ["t1"]
+    assert [r.text for r in around[ids["t2"]][1]] == ["t3", "t4"]  # nearest first; no fact, no other session
+    assert [r.text for r in around[ids["t3"]][0]] == ["t2", "t1"]
+    assert around[10**9] == ([], [])
+    nearest = journal.beside([ids["t3"]], "turn", 1)[ids["t3"]]
+    assert ([r.text for r in nearest[0]], [r.text for r in nearest[1]]) == (["t2"], ["t4"])
+    assert journal.beside([ids["f"]], "fact", 2) == {ids["f"]: ([], [])}
+    assert journal.beside([], "turn", 2) == {}
 
 
 def test_records_round_trip_update_and_delete(journal: Journal) -> None:

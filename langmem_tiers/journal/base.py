@@ -446,9 +446,11 @@ class Journal(Protocol):
         """Records by id, in id order (ids that do not exist are left out)."""
         ...
 
-    def beside(self, record_id: int, kind: str, per_side: int) -> tuple[list[Record], list[Record]]:
-        """Up to ``per_side`` records of ``kind`` of the same session just before ``record_id`` (nearest
-        first) and just after it (nearest first): the turns around a recalled turn."""
+    def beside(self, record_ids: Sequence[int], kind: str, per_side: int
+               ) -> dict[int, tuple[list[Record], list[Record]]]:
+        """For each of ``record_ids``: up to ``per_side`` records of ``kind`` of the same session just
+        before it and just after it, nearest first (the turns around a recalled turn). One statement;
+        an id that does not exist maps to two empty lists."""
         ...
 
     def count_records(self, ns_id: int) -> int:

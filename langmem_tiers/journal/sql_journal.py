@@ -318,14 +318,31 @@ class SqlJournal:
             codec = self._codec(db)
             return [row_record(r, codec) for r in rows]
 
-    def beside(self, record_id: int, kind: str, per_side: int) -> tuple[list[Record], list[Record]]:
+    def beside(self, record_ids: Sequence[int], kind: str, per_side: int
+               ) -> dict[int, tuple[list[Record], list[Record]]]:
+        out: dict[int, tuple[list[Record], list[Record]]] = {int(i): ([], []) for i in record_ids}
+        if not out:
+            return out
+        # One walk from each record outwards within its session (records_ns_id (ns, id)) per side, all
+        # in one statement: a round trip each would cost a PostgreSQL server 2 x len(record_ids) trips.
+        walks: list[str] = []
+        args: list[Any] = []
+        for rid in out:
+            for side, op, order in ((0, "<", "DESC"), (1, ">", "ASC")):
+                walks.append(f"SELECT * FROM (SELECT ? AS anchor, ? AS side, r.id AS rid FROM records r "
+                             f"WHERE r.ns = (SELECT ns FROM records WHERE id = ?) AND r.kind = ? AND r.id {op} ? "
+                             f"ORDER BY r.id {order} LIMIT ?) AS w{len(walks)}")
+                args += [rid, side, rid, kind, rid, per_side]
         with self._autocommit() as db:
+            found = db.all(" UNION ALL ".join(walks), args)
+            members, id_args = db.in_(sorted({int(f[2]) for f in found}))
             codec = self._codec(db)
-            # Through records_ns_id (ns, id): a walk from the record outwards within its session.
-            sides = [db.all(f"{RECORD_SELECT} WHERE r.ns = (SELECT ns FROM records WHERE id = ?) AND r.kind = ? "
-                            f"AND r.id {op} ? ORDER BY r.id {order} LIMIT ?", (record_id, kind, record_id, per_side))
-                     for op, order in (("<", "DESC"), (">", "ASC"))]
-            return [row_record(r, codec) for r in sides[0]], [row_record(r, codec) for r in sides[1]]
+            by_id = {r.id: r for r in (row_record(row, codec) for row in
+                                       db.all(f"{RECORD_SELECT} WHERE r.id {members}", id_args))} if found else {}
+        for anchor, side, rid in found:  # each walk's rows in its own order: nearest first
+            if int(rid) in by_id:
+                out[int(anchor)][int(side)].append(by_id[int(rid)])
+        return out
 
     def count_records(self, ns_id: int) -> int:
         return self.record_stats(ns_id)[0]

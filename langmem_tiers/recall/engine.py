@@ -457,11 +457,10 @@ class RecallIndex:
         """The turn just before and the turn just after each turn of ``top`` in its session, in
         ``top``'s order (a long turn's other chunks, which share its messages, are not its neighbors)."""
         out: dict[int, Record] = {}
-        for r in top:
-            if r.kind != "turn":
-                continue
-            before, after = self.journal.beside(r.id, "turn", NEIGHBOR_READ)
-            for side in (before, after):
+        turns = [r for r in top if r.kind == "turn"]
+        around = self.journal.beside([r.id for r in turns], "turn", NEIGHBOR_READ)
+        for r in turns:
+            for side in around[r.id]:
                 near = next((n for n in side if set(n.message_ids).isdisjoint(r.message_ids)), None)
                 if near is not None:
                     out.setdefault(near.id, near)

@@ -97,8 +97,9 @@ class MemoryConfig:
         recall_neighbor_docs: how many first-round hits have their neighbors ranked.
             These act when a query runs (see :mod:`langmem_tiers.recall.options`); their
             defaults are what the ablations of BENCHMARKS.md chose on held-apart data (issue 19):
-            the time window and "when" boosts on, the names keyword ranking and the second stage
-            off (both lowered recall@10 on the tuning half).
+            the time window and "when" boosts and the neighbor turns on, the names keyword ranking,
+            the second stage and the feedback round off (each lowered recall@10 or the context's
+            evidence on the tuning half).
         vector_cache_mb: the byte bound, in MiB, of this process's in-process vector indexes (one per
             recalled scope: exact float32 up to 20k vectors, int8 HNSW beyond; see
             :mod:`langmem_tiers.recall.scope_vectors`), all scopes together, least recently used out
@@ -145,7 +146,7 @@ class MemoryConfig:
     recall_session_top: int = 3
     recall_feedback_weight: float = 0.0
     recall_feedback_docs: int = 3
-    recall_neighbor_weight: float = 0.0
+    recall_neighbor_weight: float = 0.5
     recall_neighbor_docs: int = 5
     vector_cache_mb: int = 640
 

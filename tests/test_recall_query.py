@@ -17,6 +17,8 @@ import pytest
 from langmem_tiers import TieredMemory, WordCounter
 from langmem_tiers.config import MemoryConfig
 from langmem_tiers.errors import ConfigError
+from langmem_tiers.recall.engine import behind_parents
+from langmem_tiers.recall.fusion import ScoreParts
 from langmem_tiers.recall.options import RecallOptions
 from langmem_tiers.recall.query import analyze, feedback_terms, has_time_expression, salient_terms, time_window
 
@@ -109,12 +111,15 @@ def test_bad_switches_are_refused(changes: dict[str, Any]) -> None:
 
 def test_options_follow_the_config() -> None:
     cfg = MemoryConfig(recall_salient_weight=0.7, recall_time_boost=2.0, recall_when_boost=0.3,
-                       recall_session_weight=0.4, recall_session_top=5)
-    assert RecallOptions.from_config(cfg) == RecallOptions(0.7, 2.0, 0.3, 0.4, 5)
+                       recall_session_weight=0.4, recall_session_top=5, recall_neighbor_weight=0.25,
+                       recall_neighbor_docs=7)
+    assert RecallOptions.from_config(cfg) == RecallOptions(0.7, 2.0, 0.3, 0.4, 5, neighbor_weight=0.25,
+                                                           neighbor_docs=7)
     assert RecallOptions.from_config(MemoryConfig()) == RecallOptions(
         salient_weight=MemoryConfig.recall_salient_weight, time_boost=MemoryConfig.recall_time_boost,
         when_boost=MemoryConfig.recall_when_boost, session_weight=MemoryConfig.recall_session_weight,
-        session_top=MemoryConfig.recall_session_top)
+        session_top=MemoryConfig.recall_session_top, neighbor_weight=MemoryConfig.recall_neighbor_weight,
+        neighbor_docs=MemoryConfig.recall_neighbor_docs)
 
 
 def test_an_opened_memory_recalls_with_its_own_config(tmp_path: Path) -> None:
@@ -207,17 +212,32 @@ def test_feedback_follows_the_first_hop(memory: TieredMemory) -> None:
 
 def test_neighbors_bring_the_reply_next_to_the_matching_turn(memory: TieredMemory) -> None:
     """The question's words are in one turn; its answer is in the next turn of that session, which
-    shares none of them: only the neighbor list ranks it."""
-    filler = [(f"The restaurant on the trip, day {i}: which restaurant was open?", "Most were closed")
-              for i in range(5)]
+    shares none of them: only the neighbor list ranks it, and right behind the turn that matched."""
+    filler = [(f"planning-{i}", NOW - (10 + i) * DAY, [(text, "I see")]) for i, text in enumerate([
+        "Which restaurant on the trip to Lisbon was open late?", "The trip to Porto had a restaurant strike",
+        "Tom said the best restaurant trip was Porto", "I like the restaurant on the corner best",
+        "Did you like the trip? The restaurant was fine"])]
     fill(memory, [
         ("trip", NOW - 20 * DAY, [("Which restaurant did you like best on the trip to Porto?", "Let me think"),
                                   ("Casa Azul, the one with the blue door by the bridge", "Great pick")]),
-        ("planning", NOW - 10 * DAY, filler),
+        *filler,
     ])
     query = "Which restaurant did I like best on the trip to Porto?"
     assert "Casa Azul" not in " ".join(top(memory, query, OFF, k=2))
-    assert "Casa Azul" in " ".join(top(memory, query, RecallOptions(neighbor_weight=3.0), k=2))
+    on = top(memory, query, RecallOptions(neighbor_weight=3.0), k=2)  # strong enough to pass every filler
+    assert "Porto" in on[0]
+    assert "Casa Azul" in on[1]
+
+
+def test_a_neighbor_never_outranks_the_turn_that_brought_it() -> None:
+    """``behind_parents``: a lifted neighbor waits for its lead (and a neighbor of that neighbor for it);
+    a neighbor already above its lead before the lift is not in ``parents`` and keeps its place."""
+    parts = ScoreParts(None, None, 0.0, 0.0, 0.0, 0.0)  # the order is what is tested
+    fused = [(c, parts) for c in ["n2", "n1", "a", "p", "b"]]
+    order = [c for c, _ in behind_parents(fused, {"n1": "p", "n2": "n1"})]
+    assert order == ["a", "p", "n1", "n2", "b"]
+    assert [c for c, _ in behind_parents(fused, {})] == ["n2", "n1", "a", "p", "b"]
+    assert [c for c, _ in behind_parents(fused, {"n1": "gone"})] == ["n2", "a", "p", "b", "n1"]
 
 
 def test_switches_off_are_plain_fusion(memory: TieredMemory) -> None:

@@ -37,6 +37,8 @@ VARIANTS = {
     "time+when": RecallOptions(time_boost=1.0, when_boost=0.5),
     "two-stage": RecallOptions(session_weight=0.5),
     "all": RecallOptions(salient_weight=1.0, time_boost=1.0, when_boost=0.5, session_weight=0.5),
+    "neighbors": RecallOptions(neighbor_weight=0.5),
+    "defaults (time+when+neighbors)": RecallOptions(time_boost=1.0, when_boost=0.5, neighbor_weight=0.5),
 }
 
 

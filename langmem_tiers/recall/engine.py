@@ -391,18 +391,15 @@ class RecallIndex:
                 if fresh_ids:
                     by_id.update((yield from self._load(fresh_ids, scope, filters)))
                 fused = self._fuse(keyword_ids, vector_ids, extra, by_id, now, analysis)
-        parents: dict[str, str] = {}  # a neighbor turn -> the lead turn that brought it (never outranked by it)
+        leads: list[str] = []  # the first round's best: the neighbor list never reorders them (leads_first)
         if opts.neighbor_weight > 0 and fused and (not kinds or "turn" in kinds):
-            lead = [by_id[c] for c, _ in fused[:opts.neighbor_docs]]
-            around = yield Blocking(lambda: self._neighbor_turns(lead))
-            first_rank = {c: i for i, (c, _) in enumerate(fused)}
-            extra.append(([str(n.id) for n, _ in around], opts.neighbor_weight))
-            fresh = {str(n.id): n for n, _ in around if str(n.id) not in by_id}
+            leads = [c for c, _ in fused[:opts.neighbor_docs]]
+            lead_records = [by_id[c] for c in leads]
+            around = yield Blocking(lambda: self._neighbor_turns(lead_records))
+            extra.append(([str(n.id) for n in around], opts.neighbor_weight))
+            fresh = {str(n.id): n for n in around if str(n.id) not in by_id}
             if fresh:
                 by_id.update((yield from self._load(list(fresh), scope, filters, fresh)))
-            # Only a neighbor the first round ranked below its lead turn is held behind it.
-            parents = {str(n.id): str(p.id) for n, p in around
-                       if first_rank.get(str(n.id), len(first_rank)) > first_rank[str(p.id)]}
             fused = self._fuse(keyword_ids, vector_ids, extra, by_id, now, analysis)
         if opts.session_weight > 0 and scope.kind != "session" and len(namespaces) > opts.session_top:
             # Two-stage: the sessions of the best candidates, searched again more deeply.
@@ -420,8 +417,8 @@ class RecallIndex:
             if more:
                 by_id.update((yield from self._load(more, scope, filters)))
             fused = self._fuse(keyword_ids, vector_ids, extra, by_id, now, analysis)
-        if parents:
-            fused = behind_parents(fused, parents)
+        if leads:
+            fused = leads_first(fused, leads)
         return [(r, parts) for cid, parts in fused if passes(r := by_id[cid], filters)]
 
     def select(self, ranked: Sequence[Ranked], k: int) -> list[RecallHit]:
@@ -459,18 +456,17 @@ class RecallIndex:
         kept = [(rid, sim) for rid, sim in found if (r := records.get(str(rid))) is not None and r.kind in kinds]
         return (kept if 2 * len(kept) >= len(found) else None), records
 
-    def _neighbor_turns(self, top: Sequence[Record]) -> list[tuple[Record, Record]]:
-        """(neighbor, lead) for the turn just before and the turn just after each turn of ``top`` in its
-        session, in ``top``'s order; a turn next to two leads is the first one's (a long turn's other
-        chunks, which share its messages, are not its neighbors)."""
-        out: dict[int, tuple[Record, Record]] = {}
+    def _neighbor_turns(self, top: Sequence[Record]) -> list[Record]:
+        """The turn just before and the turn just after each turn of ``top`` in its session, in ``top``'s
+        order, each once (a long turn's other chunks, which share its messages, are not its neighbors)."""
+        out: dict[int, Record] = {}
         turns = [r for r in top if r.kind == "turn"]
         around = self.journal.beside([r.id for r in turns], "turn", NEIGHBOR_READ)
         for r in turns:
             for side in around[r.id]:
                 near = next((n for n in side if set(n.message_ids).isdisjoint(r.message_ids)), None)
-                if near is not None and near.id not in out:
-                    out[near.id] = (near, r)
+                if near is not None:
+                    out.setdefault(near.id, near)
         return list(out.values())
 
     def _load(self, ids: Sequence[str], scope: Scope, filters: SearchFilters,
@@ -556,28 +552,14 @@ def passes(r: Record, f: SearchFilters) -> bool:
     return True
 
 
-def behind_parents(fused: Sequence[tuple[str, ScoreParts]], parents: Mapping[str, str]
-                   ) -> list[tuple[str, ScoreParts]]:
-    """``fused`` with each neighbor that now ranks above its lead turn moved to just behind it: the
-    neighbor list may lift a turn past the others, not past the turn whose match brought it (a
-    paraphrase found only by its vector would otherwise lose first place to the reply after it)."""
-    out: list[tuple[str, ScoreParts]] = []
-    held: dict[str, list[tuple[str, ScoreParts]]] = {}
-    emitted: set[str] = set()
-
-    def emit(item: tuple[str, ScoreParts]) -> None:
-        out.append(item)
-        emitted.add(item[0])
-        for follower in held.pop(item[0], ()):  # a held neighbor may lead others in turn
-            emit(follower)
-
-    for item in fused:
-        parent = parents.get(item[0])
-        if parent is not None and parent not in emitted:
-            held.setdefault(parent, []).append(item)
-        else:
-            emit(item)
-    return out + [item for items in held.values() for item in items]  # a lead filtered out of ``fused``
+def leads_first(fused: Sequence[tuple[str, ScoreParts]], leads: Sequence[str]) -> list[tuple[str, ScoreParts]]:
+    """The first round's best (``leads``, in its order) ahead of the rest, the rest as ``fused`` ranks
+    them: the neighbor list brings turns in behind the leads and never reorders or displaces them, so a
+    search for at most ``recall_neighbor_docs`` hits answers as without it (a remembered fact that matched
+    every word stays first, a paraphrase found only by its vector too)."""
+    lead_set = set(leads)
+    by_id = dict(fused)
+    return [(c, by_id[c]) for c in leads if c in by_id] + [item for item in fused if item[0] not in lead_set]
 
 
 def _hit(r: Record, score: float, parts: Mapping[str, Any]) -> RecallHit:

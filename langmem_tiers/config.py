@@ -94,7 +94,8 @@ class MemoryConfig:
         recall_feedback_docs: how many first-round hits feed it.
         recall_neighbor_weight: RRF weight of a rank list of the turns just before and after the best
             first-round turns, each in its session (0: off).
-        recall_neighbor_docs: how many first-round hits have their neighbors ranked.
+        recall_neighbor_docs: how many first-round hits have their neighbors ranked; those hits keep
+            their places at the top, so a search for that many hits or fewer is not changed by it.
             These act when a query runs (see :mod:`langmem_tiers.recall.options`); their
             defaults are what the ablations of BENCHMARKS.md chose on held-apart data (issue 19):
             the time window and "when" boosts and the neighbor turns on, the names keyword ranking,

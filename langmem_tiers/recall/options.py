@@ -39,7 +39,8 @@ class RecallOptions:
         neighbor_weight: the turns around the best first-round turns (the one before and the one
             after each, in its session) form one more rank list, fused with this RRF weight: in a
             chat the answer is often the reply next to the turn that matched the words.
-        neighbor_docs: how many first-round hits have their neighbors ranked.
+        neighbor_docs: how many first-round hits have their neighbors ranked; they keep their places
+            at the top (:func:`~langmem_tiers.recall.engine.leads_first`).
     """
 
     salient_weight: float = 0.0

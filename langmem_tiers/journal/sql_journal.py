@@ -335,10 +335,7 @@ class SqlJournal:
                 args += [rid, side, rid, kind, rid, per_side]
         with self._autocommit() as db:
             found = db.all(" UNION ALL ".join(walks), args)
-            members, id_args = db.in_(sorted({int(f[2]) for f in found}))
-            codec = self._codec(db)
-            by_id = {r.id: r for r in (row_record(row, codec) for row in
-                                       db.all(f"{RECORD_SELECT} WHERE r.id {members}", id_args))} if found else {}
+        by_id = {r.id: r for r in self.records(sorted({int(f[2]) for f in found}))}
         for anchor, side, rid in found:  # each walk's rows in its own order: nearest first
             if int(rid) in by_id:
                 out[int(anchor)][int(side)].append(by_id[int(rid)])

@@ -43,7 +43,7 @@ def context_flow(m: TieredMemory, query: str | None, budget: int | None) -> Flow
     hits: list[RecallHit] = []
     ranked: list[Ranked] = []  # the search's candidates, best first (a fact's turn is picked from them)
     pinned: list[str] = []
-    # The user's namespaces and the query's vector, read and embedded once for all of this call's reads.
+    # The user's namespaces, read once for all of this call's reads.
     memo = RequestMemo()
     now = m.clock()  # expiry is judged once per call (langmem_tiers.memory_types.expiry)
     # The profile, skills and working state in one read of the user's memories of those kinds.

@@ -96,6 +96,33 @@ def test_window_turns_are_not_recalled_twice(tmp_path: Path) -> None:
         assert sum(m.text.count("Miso") for m in ctx.messages) == 1
 
 
+def test_window_turns_are_left_out_before_any_record_is_read(tmp_path: Path) -> None:
+    """The window's own turns match the question best, yet they cost recall no record read, no rank
+    and no place: yesterday's turn is found, and no record of a window message is ever loaded."""
+    with open_session(tmp_path, "monday", "ada") as first:
+        short_conversation(first, "My cat is called Miso.", time.time() - DAY)
+    with open_session(tmp_path, "tuesday", "ada") as today:
+        short_conversation(today, "My cat is called Pixel, after the dog called Miso.", time.time())
+        today.add("user", "What is my cat called?")
+        window_ids = {m.id for m in today.window()}
+        ns_id = today.journal.namespace_id(today.namespace)
+        assert ns_id is not None
+        window_records = {r.id for r in today.journal.scoped_records([ns_id])
+                          if window_ids.intersection(r.message_ids)}
+        assert len(window_records) == 5  # the five turns answered today
+        read: list[int] = []
+        records = today.journal.records
+
+        def spy(ids: Any) -> Any:
+            read.extend(ids)
+            return records(ids)
+
+        today.journal.records = spy  # type: ignore[method-assign]
+        ctx = today.context()
+        assert any("Miso" in h.text and "Pixel" not in h.text for h in ctx.recalled)
+        assert read and window_records.isdisjoint(read)
+        assert not any("Pixel" in h.text for h in ctx.recalled)
+
 def test_pinned_memories_of_the_user_appear_in_every_session(tmp_path: Path) -> None:
     with open_session(tmp_path, "monday", "ada") as first:
         first.remember("Allergic to peanuts", kind="fact", pinned=True)

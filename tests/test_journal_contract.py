@@ -559,6 +559,17 @@ def test_records_beside_a_record_stay_in_its_session_and_kind(journal: Journal) 
     assert journal.beside([], "turn", 2) == {}
 
 
+def test_newest_citations_are_the_sessions_own_newest_first(journal: Journal) -> None:
+    mine, other = _ns(journal, "mine", "u"), _ns(journal, "other", "u")
+    a, b = journal.add_records(mine, [NewRecord("turn", "a", message_ids=(1, 2)), NewRecord("fact", "b")])
+    journal.add_records(other, [NewRecord("turn", "x", message_ids=(3, 4))])
+    [c] = journal.add_records(mine, [NewRecord("turn", "c", message_ids=(5, 6))])
+    assert journal.newest_citations(mine, 10) == [(c, (5, 6)), (b, ()), (a, (1, 2))]
+    assert journal.newest_citations(mine, 1) == [(c, (5, 6))]
+    assert journal.newest_citations(mine, 0) == []
+    assert journal.newest_citations(_ns(journal, "empty"), 5) == []
+
+
 def test_records_round_trip_update_and_delete(journal: Journal) -> None:
     ns = Namespace("s", "u", "a")
     ns_id = journal.namespace_id(ns) or 0

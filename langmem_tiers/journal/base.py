@@ -453,6 +453,12 @@ class Journal(Protocol):
         an id that does not exist maps to two empty lists."""
         ...
 
+    def newest_citations(self, ns_id: int, limit: int) -> list[tuple[int, tuple[int, ...]]]:
+        """``(record id, ids of the messages it was made from)`` of the session's ``limit`` newest
+        records, newest first. A turn becomes a record when it completes, so the records of the
+        window's messages are among these (recall leaves them out before reading any record)."""
+        ...
+
     def count_records(self, ns_id: int) -> int:
         """How many recall records the session has."""
         ...

@@ -29,7 +29,7 @@ from langmem_tiers.journal.base import (
 )
 from langmem_tiers.journal.encryption import RECORD_METADATA, RECORD_TEXT, FieldCipher, RowCodec, shred_orphans
 from langmem_tiers.journal.keyword_budget import KEYWORD_BUDGET
-from langmem_tiers.journal.rows import MSG_COLS, RECORD_SELECT, row_message, row_record, to_json
+from langmem_tiers.journal.rows import MSG_COLS, RECORD_SELECT, id_tuple, row_message, row_record, to_json
 from langmem_tiers.messages import Message
 
 log = logging.getLogger(__name__)
@@ -340,6 +340,13 @@ class SqlJournal:
             if int(rid) in by_id:
                 out[int(anchor)][int(side)].append(by_id[int(rid)])
         return out
+
+    def newest_citations(self, ns_id: int, limit: int) -> list[tuple[int, tuple[int, ...]]]:
+        if limit <= 0:
+            return []
+        with self._autocommit() as db:
+            rows = db.all("SELECT id, message_ids FROM records WHERE ns=? ORDER BY id DESC LIMIT ?", (ns_id, limit))
+        return [(int(r[0]), id_tuple(str(r[1]))) for r in rows]
 
     def count_records(self, ns_id: int) -> int:
         return self.record_stats(ns_id)[0]

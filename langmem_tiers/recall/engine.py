@@ -46,6 +46,7 @@ Ranked = tuple[Record, ScoreParts]  # a search's candidate and its score parts (
 SCOPES = ("session", "user", "agent")
 PENDING_EXACT = 64  # the newest pending rows of a scope that a query searches exactly
 NEIGHBOR_READ = 4  # records read on each side of a turn to find its neighbor past its own other chunks
+WINDOW_LOOK_BACK = 2  # newest records read per window message to find the window's records (chunks, facts)
 FRESH_VECTORS = 4096  # vectors of pending rows kept for the indexer to reuse
 
 
@@ -324,8 +325,11 @@ class RecallIndex:
         ns_ids = [n for n, _ in namespaces]
         if not ns_ids:
             return []
-        # Records of turns the window holds are excluded below: ask for that many more.
-        want = max(self.candidates, 4 * k) + len(filters.exclude_message_ids)
+        # The window's turns are never recalled: found among the session's newest records, they are left
+        # out before any record is read, and each rank list reaches that much deeper. (passes() still
+        # drops any the look-back missed.)
+        skip = yield Blocking(lambda: self._window_records(namespaces, scope, filters.exclude_message_ids))
+        want = max(self.candidates, 4 * k) + len(skip)
         kinds = list(filters.kinds) if filters.kinds else None
         loaded: dict[str, Record] = {}  # records read while searching, not read again by _load
         keyword = yield Blocking(lambda: self.journal.keyword_search(query, ns_ids, want, kinds))
@@ -378,7 +382,7 @@ class RecallIndex:
             extra.append(([str(h.record_id) for h in salient], opts.salient_weight))
         by_id = yield from self._load(list(dict.fromkeys([*vector_ids, *keyword_ids, *(c for ids, _ in extra
                                                                                       for c in ids)])),
-                                      scope, filters, loaded)
+                                      scope, filters, skip, loaded)
         fused = self._fuse(keyword_ids, vector_ids, extra, by_id, now, analysis)
         if opts.feedback_weight > 0 and fused:
             top = [by_id[c].text for c, _ in fused[:opts.feedback_docs]]
@@ -389,17 +393,17 @@ class RecallIndex:
                 extra.append(([str(h.record_id) for h in feedback], opts.feedback_weight))
                 fresh_ids = [c for c in extra[-1][0] if c not in by_id]
                 if fresh_ids:
-                    by_id.update((yield from self._load(fresh_ids, scope, filters)))
+                    by_id.update((yield from self._load(fresh_ids, scope, filters, skip)))
                 fused = self._fuse(keyword_ids, vector_ids, extra, by_id, now, analysis)
         leads: list[str] = []  # the first round's best: the neighbor list never reorders them (leads_first)
         if opts.neighbor_weight > 0 and fused and (not kinds or "turn" in kinds):
             leads = [c for c, _ in fused[:opts.neighbor_docs]]
             lead_records = [by_id[c] for c in leads]
-            around = yield Blocking(lambda: self._neighbor_turns(lead_records))
+            around = [n for n in (yield Blocking(lambda: self._neighbor_turns(lead_records))) if str(n.id) not in skip]
             extra.append(([str(n.id) for n in around], opts.neighbor_weight))
             fresh = {str(n.id): n for n in around if str(n.id) not in by_id}
             if fresh:
-                by_id.update((yield from self._load(list(fresh), scope, filters, fresh)))
+                by_id.update((yield from self._load(list(fresh), scope, filters, skip, fresh)))
             fused = self._fuse(keyword_ids, vector_ids, extra, by_id, now, analysis)
         if opts.session_weight > 0 and scope.kind != "session" and len(namespaces) > opts.session_top:
             # Two-stage: the sessions of the best candidates, searched again more deeply.
@@ -415,7 +419,7 @@ class RecallIndex:
                     extra.append(([str(rid) for rid, _ in stage_vec], opts.session_weight))
             more = [c for ids, _ in extra for c in ids if c not in by_id]
             if more:
-                by_id.update((yield from self._load(more, scope, filters)))
+                by_id.update((yield from self._load(more, scope, filters, skip)))
             fused = self._fuse(keyword_ids, vector_ids, extra, by_id, now, analysis)
         if leads:
             fused = leads_first(fused, leads)
@@ -469,11 +473,26 @@ class RecallIndex:
                     out.setdefault(near.id, near)
         return list(out.values())
 
+    def _window_records(self, namespaces: Sequence[tuple[int, Namespace]], scope: Scope,
+                        exclude_message_ids: frozenset[int]) -> frozenset[str]:
+        """Ids of the records made from the window's messages (``exclude_message_ids``), looked for
+        among the newest records of the scope's own session: a turn becomes a record when it completes,
+        so those are where they are."""
+        if not exclude_message_ids:
+            return frozenset()
+        ns_id = next((n for n, ns in namespaces if ns == scope.namespace), None)
+        if ns_id is None:
+            return frozenset()
+        newest = self.journal.newest_citations(ns_id, WINDOW_LOOK_BACK * len(exclude_message_ids) + 16)
+        return frozenset(str(rid) for rid, cited in newest if not exclude_message_ids.isdisjoint(cited))
+
     def _load(self, ids: Sequence[str], scope: Scope, filters: SearchFilters,
-              loaded: Mapping[str, Record] | None = None) -> Flow[dict[str, Record]]:
-        """The candidates' records that belong to the scope (and kinds), by id; those in ``loaded``
-        (read earlier in this search) are not read again."""
-        have = loaded or {}
+              skip: frozenset[str] = frozenset(), loaded: Mapping[str, Record] | None = None
+              ) -> Flow[dict[str, Record]]:
+        """The candidates' records that belong to the scope (and kinds), by id, but for those in ``skip``
+        (the window's); those in ``loaded`` (read earlier in this search) are not read again."""
+        have = {c: r for c, r in (loaded or {}).items() if c not in skip}
+        ids = [c for c in ids if c not in skip]
         missing = [int(c) for c in ids if c not in have]
         records = (yield Blocking(lambda: self.journal.records(missing))) if missing else []
         every = sorted([*(have[c] for c in ids if c in have), *records], key=lambda r: r.id)  # id order, as read

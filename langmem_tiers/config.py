@@ -96,6 +96,9 @@ class MemoryConfig:
             first-round turns, each in its session (0: off).
         recall_neighbor_docs: how many first-round hits have their neighbors ranked; those hits keep
             their places at the top, so a search for that many hits or fewer is not changed by it.
+        recall_depth: how deep the keyword and vector rankings reach per hit asked for (at least 50
+            candidates each); every candidate is read and fused, so this sets most of the cost of
+            ``context()``'s deep search (it asks for up to 64 hits when recall may fill spare budget).
             These act when a query runs (see :mod:`langmem_tiers.recall.options`); their
             defaults are what the ablations of BENCHMARKS.md chose on held-apart data (issue 19):
             the time window and "when" boosts and the neighbor turns on, the names keyword ranking,
@@ -149,6 +152,7 @@ class MemoryConfig:
     recall_feedback_docs: int = 3
     recall_neighbor_weight: float = 0.5
     recall_neighbor_docs: int = 5
+    recall_depth: int = 4
     vector_cache_mb: int = 640
 
     def __post_init__(self) -> None:

@@ -102,7 +102,7 @@ def test_feedback_terms() -> None:
     {"recall_salient_weight": -1.0}, {"recall_time_boost": float("nan")}, {"recall_when_boost": True},
     {"recall_session_weight": "1"}, {"recall_session_top": 0}, {"recall_session_top": 1.5},
     {"recall_feedback_weight": -0.5}, {"recall_feedback_docs": 0}, {"recall_neighbor_weight": -1.0},
-    {"recall_neighbor_docs": 0}, {"recall_neighbor_docs": True},
+    {"recall_neighbor_docs": 0}, {"recall_neighbor_docs": True}, {"recall_depth": 0}, {"recall_depth": 2.5},
 ])
 def test_bad_switches_are_refused(changes: dict[str, Any]) -> None:
     with pytest.raises(ConfigError, match="recall_"):
@@ -112,14 +112,14 @@ def test_bad_switches_are_refused(changes: dict[str, Any]) -> None:
 def test_options_follow_the_config() -> None:
     cfg = MemoryConfig(recall_salient_weight=0.7, recall_time_boost=2.0, recall_when_boost=0.3,
                        recall_session_weight=0.4, recall_session_top=5, recall_neighbor_weight=0.25,
-                       recall_neighbor_docs=7)
+                       recall_neighbor_docs=7, recall_depth=2)
     assert RecallOptions.from_config(cfg) == RecallOptions(0.7, 2.0, 0.3, 0.4, 5, neighbor_weight=0.25,
-                                                           neighbor_docs=7)
+                                                           neighbor_docs=7, depth=2)
     assert RecallOptions.from_config(MemoryConfig()) == RecallOptions(
         salient_weight=MemoryConfig.recall_salient_weight, time_boost=MemoryConfig.recall_time_boost,
         when_boost=MemoryConfig.recall_when_boost, session_weight=MemoryConfig.recall_session_weight,
         session_top=MemoryConfig.recall_session_top, neighbor_weight=MemoryConfig.recall_neighbor_weight,
-        neighbor_docs=MemoryConfig.recall_neighbor_docs)
+        neighbor_docs=MemoryConfig.recall_neighbor_docs, depth=MemoryConfig.recall_depth)
 
 
 def test_an_opened_memory_recalls_with_its_own_config(tmp_path: Path) -> None:

@@ -329,7 +329,7 @@ class RecallIndex:
         # out before any record is read, and each rank list reaches that much deeper. (passes() still
         # drops any the look-back missed.)
         skip = yield Blocking(lambda: self._window_records(namespaces, scope, filters.exclude_message_ids))
-        want = max(self.candidates, 4 * k) + len(skip)
+        want = max(self.candidates, self.options.depth * k) + len(skip)
         kinds = list(filters.kinds) if filters.kinds else None
         loaded: dict[str, Record] = {}  # records read while searching, not read again by _load
         keyword = yield Blocking(lambda: self.journal.keyword_search(query, ns_ids, want, kinds))

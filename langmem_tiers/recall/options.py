@@ -41,6 +41,9 @@ class RecallOptions:
             chat the answer is often the reply next to the turn that matched the words.
         neighbor_docs: how many first-round hits have their neighbors ranked; they keep their places
             at the top (:func:`~langmem_tiers.recall.engine.leads_first`).
+        depth: how deep each rank list reaches, per hit asked for (at least the engine's
+            ``candidates``): every candidate is read and fused, so this is most of a deep search's
+            cost (``context()`` asks for up to 64 hits to fill a large share).
     """
 
     salient_weight: float = 0.0
@@ -52,6 +55,7 @@ class RecallOptions:
     feedback_docs: int = 3
     neighbor_weight: float = 0.0
     neighbor_docs: int = 5
+    depth: int = 4
 
     def __post_init__(self) -> None:
         for name in ("salient_weight", "time_boost", "when_boost", "session_weight", "feedback_weight",
@@ -62,7 +66,7 @@ class RecallOptions:
                 raise ConfigError(f"recall_{name} ({value!r}) must be a finite number >= 0 (0 turns it off)")
         if isinstance(self.session_top, bool) or not isinstance(self.session_top, int) or self.session_top < 1:
             raise ConfigError(f"recall_session_top ({self.session_top!r}) must be an integer >= 1")
-        for name in ("feedback_docs", "neighbor_docs"):
+        for name in ("feedback_docs", "neighbor_docs", "depth"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"recall_{name} ({value!r}) must be an integer >= 1")
@@ -74,4 +78,4 @@ class RecallOptions:
                    when_boost=config.recall_when_boost, session_weight=config.recall_session_weight,
                    session_top=config.recall_session_top, feedback_weight=config.recall_feedback_weight,
                    feedback_docs=config.recall_feedback_docs, neighbor_weight=config.recall_neighbor_weight,
-                   neighbor_docs=config.recall_neighbor_docs)
+                   neighbor_docs=config.recall_neighbor_docs, depth=config.recall_depth)

@@ -328,7 +328,7 @@ class RecallIndex:
         # The window's turns are never recalled: found among the session's newest records, they are left
         # out before any record is read, and each rank list reaches that much deeper. (passes() still
         # drops any the look-back missed.)
-        skip = yield Blocking(lambda: self._window_records(namespaces, scope, filters.exclude_message_ids))
+        skip = yield Blocking(lambda: self._window_records(scope, filters.exclude_message_ids))
         want = max(self.candidates, self.options.depth * k) + len(skip)
         kinds = list(filters.kinds) if filters.kinds else None
         loaded: dict[str, Record] = {}  # records read while searching, not read again by _load
@@ -473,14 +473,14 @@ class RecallIndex:
                     out.setdefault(near.id, near)
         return list(out.values())
 
-    def _window_records(self, namespaces: Sequence[tuple[int, Namespace]], scope: Scope,
-                        exclude_message_ids: frozenset[int]) -> frozenset[str]:
+    def _window_records(self, scope: Scope, exclude_message_ids: frozenset[int]) -> frozenset[str]:
         """Ids of the records made from the window's messages (``exclude_message_ids``), looked for
         among the newest records of the scope's own session: a turn becomes a record when it completes,
         so those are where they are."""
         if not exclude_message_ids:
             return frozenset()
-        ns_id = next((n for n, ns in namespaces if ns == scope.namespace), None)
+        # One indexed lookup: scanning the scope's namespaces cost 6 ms for a user of 10,000 sessions.
+        ns_id = self.journal.namespace_id(scope.namespace, create=False)
         if ns_id is None:
             return frozenset()
         newest = self.journal.newest_citations(ns_id, WINDOW_LOOK_BACK * len(exclude_message_ids) + 16)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from langmem_tiers.journal.base import SCHEMA_VERSION, Journal, Namespace, NewRecord
+from langmem_tiers.journal.base import SCHEMA_VERSION, Journal, Namespace, NewRecord, Scope
 from langmem_tiers.messages import make_message
 from tests import test_journal_contract as contract
 from tests.test_journal_contract import Backend, _append, _ns
@@ -128,3 +128,15 @@ def test_older_journals_reach_version_8(backend: Backend, version: int) -> None:
     assert journal.integrity_check() == "ok"  # type: ignore[attr-defined]
     [rid] = journal.add_records(1, [NewRecord("turn", "kayaks")])
     assert journal.scope_versions([1]) == {1: (rid, 0, 0)}
+
+
+def test_namespaces_come_with_their_versions_in_one_read(journal: Journal) -> None:
+    a, b = _ns(journal, "a", "u"), _ns(journal, "b", "u")
+    _ns(journal, "c", "someone else")
+    journal.add_records(a, [NewRecord("turn", "one"), NewRecord("turn", "two")])
+    [r] = journal.add_records(b, [NewRecord("fact", "three")])
+    journal.delete_records([r])
+    scope = Scope("user", Namespace("a", "u"))
+    rows = journal.namespaces_with_versions(scope)
+    assert [(n, ns) for n, ns, _ in rows] == journal.namespaces(scope)
+    assert {n: v for n, _, v in rows} == journal.scope_versions([a, b])

@@ -347,13 +347,19 @@ def test_context_searches_once_even_when_a_fact_took_its_turns_place(tmp_path: P
 
         memory.recall.ranked_flow = counted  # type: ignore[method-assign]
         reads: list[Any] = []
-        real_namespaces = memory.journal.namespaces
+        journal = memory.journal
 
-        def namespaces(scope: Any = None) -> Any:
-            reads.append(scope)
-            return real_namespaces(scope)
+        def spying(name: str) -> Any:
+            real_read = getattr(journal, name)
 
-        memory.journal.namespaces = namespaces  # type: ignore[method-assign]
+            def spy(*args: Any) -> Any:
+                reads.append(name)
+                return real_read(*args)
+
+            return spy
+
+        for name in ("namespaces", "namespaces_with_versions", "scope_versions"):
+            setattr(journal, name, spying(name))
         embedded.clear()
         question = "My locker combination is 4812-alpha"
         ctx = memory.context(question, budget=200)
@@ -362,4 +368,6 @@ def test_context_searches_once_even_when_a_fact_took_its_turns_place(tmp_path: P
         assert "4812-alpha, please remember it" in ctx.recalled[0].text
         assert searches == [question]  # the turn was not searched for again
         assert embedded == [question]
-        assert len(reads) == 1  # the user's sessions read once: profile, pinned and the search share it
+        # The user's sessions read once, with their versions: the profile, the pinned memories, the search
+        # and its in-process index's freshness check share that one read.
+        assert reads == ["namespaces_with_versions"]

@@ -169,7 +169,15 @@ class SqlJournal:
 
     def namespaces(self, scope: Scope | None = None) -> list[tuple[int, Namespace]]:
         """Namespaces a scope may see (every one without a scope); anonymous scopes narrow to the session."""
-        sql = "SELECT ns, session_id, user_id, agent_id FROM namespaces"
+        rows = self._scope_rows("", scope)
+        return [(int(r[0]), Namespace(r[1], r[2], r[3])) for r in rows]
+
+    def namespaces_with_versions(self, scope: Scope) -> list[tuple[int, Namespace, tuple[int, int, int]]]:
+        rows = self._scope_rows(", last_record_id, records_deleted, records_edited", scope)
+        return [(int(r[0]), Namespace(r[1], r[2], r[3]), (int(r[4]), int(r[5]), int(r[6]))) for r in rows]
+
+    def _scope_rows(self, more_columns: str, scope: Scope | None) -> list[Any]:
+        sql = f"SELECT ns, session_id, user_id, agent_id{more_columns} FROM namespaces"
         args: tuple[str, ...] = ()
         if scope is not None:
             own = scope.namespace
@@ -184,8 +192,7 @@ class SqlJournal:
                 sql += " WHERE user_id=? AND agent_id=?"
                 args = (own.user_id, own.agent_id)
         with self._autocommit() as db:
-            rows = db.all(sql + " ORDER BY ns", args)
-        return [(int(r[0]), Namespace(r[1], r[2], r[3])) for r in rows]
+            return db.all(sql + " ORDER BY ns", args)
 
     # --- messages -----------------------------------------------------------------------
 

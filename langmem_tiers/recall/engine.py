@@ -348,7 +348,8 @@ class RecallIndex:
                 found: list[tuple[int, float]] | None = None
                 cache = self._scope_vectors
                 if cache is not None:
-                    found = yield Blocking(lambda: cache.search(ns_ids, vector, want))
+                    versions = memo.versions.get(scope) if memo is not None else None
+                    found = yield Blocking(lambda: cache.search(ns_ids, vector, want, versions))
                     if found and kinds:
                         nearest = found
                         found, loaded = yield Blocking(lambda: self._mostly_of_kinds(nearest, kinds))

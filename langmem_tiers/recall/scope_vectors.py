@@ -361,11 +361,14 @@ class ScopeVectors:
 
     # --- search -------------------------------------------------------------------
 
-    def search(self, ns_ids: Iterable[int], query: Sequence[float], k: int) -> list[tuple[int, float]] | None:
+    def search(self, ns_ids: Iterable[int], query: Sequence[float], k: int,
+               versions: dict[int, tuple[int, int, int]] | None = None) -> list[tuple[int, float]] | None:
         """Record ids and cosine similarities of the ``k`` nearest vectors of a scope, nearest first.
 
-        ``ns_ids`` are the scope's namespace ids. ``None`` when the scope gets no entry here (its
-        vectors would not fit the byte bound, or hotter scopes hold it): ask Chroma with a filter.
+        ``ns_ids`` are the scope's namespace ids; ``versions``, their ``Journal.scope_versions`` when the
+        request read them already (with the namespaces), else they are read here. ``None`` when the
+        scope gets no entry here (its vectors would not fit the byte bound, or hotter scopes hold it):
+        ask Chroma with a filter.
         """
         import numpy as np
 
@@ -375,7 +378,8 @@ class ScopeVectors:
         q = np.asarray(query, dtype=np.float32)
         q /= max(float(np.linalg.norm(q)), 1e-12)
         self._count_ask(key)
-        versions = self.journal.scope_versions(sorted(key))  # the one freshness check of this query
+        if versions is None or versions.keys() != key:
+            versions = self.journal.scope_versions(sorted(key))  # the one freshness check of this query
         entry = self._entry(key, versions, len(q))
         if entry is None:
             return None

@@ -124,6 +124,7 @@ def test_window_turns_are_left_out_before_any_record_is_read(tmp_path: Path) -> 
         assert window_records.isdisjoint(read)
         assert not any("Pixel" in h.text for h in ctx.recalled)
 
+
 def test_pinned_memories_of_the_user_appear_in_every_session(tmp_path: Path) -> None:
     with open_session(tmp_path, "monday", "ada") as first:
         first.remember("Allergic to peanuts", kind="fact", pinned=True)

@@ -400,7 +400,7 @@ class RecallIndex:
         if opts.neighbor_weight > 0 and fused and (not kinds or "turn" in kinds):
             leads = [c for c, _ in fused[:opts.neighbor_docs]]
             lead_records = [by_id[c] for c in leads]
-            around = [n for n in (yield Blocking(lambda: self._neighbor_turns(lead_records))) if str(n.id) not in skip]
+            around = yield Blocking(lambda: self._neighbor_turns(lead_records))  # _load leaves out the window's
             extra.append(([str(n.id) for n in around], opts.neighbor_weight))
             fresh = {str(n.id): n for n in around if str(n.id) not in by_id}
             if fresh:
@@ -484,6 +484,7 @@ class RecallIndex:
         ns_id = self.journal.namespace_id(scope.namespace, create=False)
         if ns_id is None:
             return frozenset()
+        # + 16: a few memories extracted or remembered since the window's first turn, ahead of it.
         newest = self.journal.newest_citations(ns_id, WINDOW_LOOK_BACK * len(exclude_message_ids) + 16)
         return frozenset(str(rid) for rid, cited in newest if not exclude_message_ids.isdisjoint(cited))
 

@@ -19,12 +19,20 @@ Filler records get random unit vectors in Chroma: this measures latency at that 
 recall quality (the evaluation harness measures quality). Then the live session is driven through
 the public API with the real local embedder: add() per message (durable), flush(), then for each
 new question: context() with recall, search() with k=10 at session and user scope, and the
-embedder alone on the same question (its own time, the yardstick of issue 15's target 2).
+embedder alone on the same question (its own time, the yardstick of issue 15's target 2). Then as
+many conversation turns (``turn_context``): the question added as the user's message, context(), a
+reply added, so every context() finds the session grown since the previous one.
 The first context() after filling (the cold one: in-process vector indexes are fetched) is reported
 apart, then the run waits for any HNSW graph still building in the background (``graph_build_s``)
 before sampling, so the samples measure the installed index. With ``--servers`` the journal is a
 throwaway PostgreSQL cluster and the vectors a ``chroma run`` server, both on 127.0.0.1 (started
 with the test suite's helpers in tests/support).
+
+``--breakdown`` adds, after the samples, as many more context() calls with every journal read, the
+embedder, the in-process vector index's search and Python's garbage collector timed apart: the row's
+``breakdown_ms`` is the mean ms per context() call of each (they nest: the index's search includes any
+journal read it makes). The timing wrappers cost a little themselves, so these calls are not the
+row's latency figures.
 
 ``--reuse FOLDER`` measures on a folder an earlier run filled (each run prints its folder): a 1M
 fill takes most of an hour here, so a before/after pair fills once, copies the folder, and runs each
@@ -37,6 +45,7 @@ Writes ``OUT.json`` (the rows) and ``OUT.png`` (p50/p95 latency against stored m
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -45,6 +54,7 @@ import resource
 import statistics
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -124,7 +134,8 @@ def _p(values: list[float]) -> tuple[float, float]:
 
 
 def measure(size: int, vectors: bool, samples: int, layout: str, per_session: int,
-            journal_url: str | None = None, chroma: str | None = None, reuse: Path | None = None) -> dict[str, Any]:
+            journal_url: str | None = None, chroma: str | None = None, reuse: Path | None = None,
+            breakdown: bool = False) -> dict[str, Any]:
     rng = random.Random(size)
     config = MemoryConfig(context_tokens=4000, window_tokens=2000, summary_tokens=400, recall_tokens=800,
                           recall_scope="user")
@@ -160,12 +171,27 @@ def measure(size: int, vectors: bool, samples: int, layout: str, per_session: in
             user_ms.append(_timed(lambda: memory.search(question, k=10, scope="user")))
             if embedder is not None:
                 embed_ms.append(_timed(lambda: embedder.embed([question])))
+        # A conversation: each question is added as the user's turn, context() is built for it, and the
+        # reply is added; the user's scope grew since the previous context() (the samples above do not).
+        turn_ms = []
+        for _ in range(samples):
+            question = f"What did we say about {rng.choice(VOCAB)} and {rng.choice(VOCAB)}?"
+            memory.add("user", question)
+            turn_ms.append(_timed(lambda: memory.context(question)))
+            memory.add("assistant", line(rng))
+        memory.flush()
+        parts: dict[str, float] = {}
+        if breakdown:
+            questions = [f"What did we say about {rng.choice(VOCAB)} and {rng.choice(VOCAB)}?" for _ in range(samples)]
+            with timed_parts(memory, parts):
+                for question in questions:
+                    memory.context(question)
         total = memory.journal.count_messages()
     row: dict[str, Any] = {
         "layout": layout, "size": size, "stored_messages": total, "vectors": vectors, "fill_s": round(fill_s, 1),
         "samples": samples, "cold_context_ms": round(cold_ms, 2), "graph_build_s": round(build_s, 1),
     }
-    for name, values in (("add", add_ms), ("context", context_ms), ("search", search_ms),
+    for name, values in (("add", add_ms), ("context", context_ms), ("turn_context", turn_ms), ("search", search_ms),
                          ("user_search", user_ms), ("embed", embed_ms)):
         if values:
             row[f"{name}_ms_p50"], row[f"{name}_ms_p95"] = _p(values)
@@ -176,7 +202,58 @@ def measure(size: int, vectors: bool, samples: int, layout: str, per_session: in
         "journal": "postgresql" if journal_url else "sqlite", "reused_fill": reuse is not None,
         "vectors_in": "chroma server" if chroma else "embedded chroma",
     })
+    if parts:
+        row["breakdown_ms"] = {name: round(ms / samples, 2) for name, ms in sorted(parts.items(), key=lambda p: -p[1])}
     return row
+
+
+@contextlib.contextmanager
+def timed_parts(memory: TieredMemory, parts: dict[str, float]) -> Iterator[None]:
+    """Add to ``parts`` the ms spent in each journal method, the embedder, the vector index's search,
+    Python's garbage collector and the whole context() calls made inside the block."""
+    import gc
+
+    patched: list[tuple[Any, str]] = []
+
+    def wrap(owner: Any, name: str, label: str) -> None:
+        fn = getattr(owner, name)
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            t = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                parts[label] = parts.get(label, 0.0) + (time.perf_counter() - t) * 1000
+
+        setattr(owner, name, timed)  # an instance attribute shadows the method until it is deleted
+        patched.append((owner, name))
+
+    journal = memory.journal
+    for name in dir(type(journal)):
+        if not name.startswith("_") and callable(getattr(journal, name)) and name not in ("read", "write"):
+            wrap(journal, name, f"journal.{name}")
+    recall = memory.recall
+    if recall is not None and recall.embedder is not None:
+        wrap(recall.embedder, "embed", "embed")
+    scope_vectors = getattr(recall, "_scope_vectors", None)
+    if scope_vectors is not None:
+        wrap(scope_vectors, "search", "scope_vectors.search")
+    wrap(memory, "context", "context() total")
+    gc_start = [0.0]
+
+    def on_gc(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            gc_start[0] = time.perf_counter()
+        else:
+            parts["gc"] = parts.get("gc", 0.0) + (time.perf_counter() - gc_start[0]) * 1000
+
+    gc.callbacks.append(on_gc)
+    try:
+        yield
+    finally:
+        gc.callbacks.remove(on_gc)
+        for owner, name in patched:
+            delattr(owner, name)
 
 
 def main() -> None:
@@ -192,6 +269,8 @@ def main() -> None:
                         help="measure on a folder an earlier run filled (its printed 'folder'; one size, "
                              "same layout) instead of filling a new one: before/after comparisons at 1M "
                              "without an hour of filling each")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="also time the parts of context() (journal reads, embedder, index, gc) apart")
     parser.add_argument("--plot-only", nargs="+", default=None, metavar="JSON",
                         help="draw OUT.png from these JSON files (one line set each) and exit")
     args = parser.parse_args()
@@ -205,7 +284,6 @@ def main() -> None:
         return
     out = Path(args.out or f"benchmarks/results/scale-{args.layout}{'-servers' if args.servers else ''}")
     if args.servers:
-        import contextlib
         import sys
 
         sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -229,7 +307,8 @@ def run(args: argparse.Namespace, out: Path, journal_url: str | None, chroma: st
         if journal_url:  # a fresh schema per size: drop what the previous size left
             _reset_postgres(journal_url)
         row = measure(size, vectors=not args.no_vectors, samples=args.samples, layout=args.layout,
-                      per_session=args.per_session, journal_url=journal_url, chroma=chroma, reuse=args.reuse)
+                      per_session=args.per_session, journal_url=journal_url, chroma=chroma, reuse=args.reuse,
+                      breakdown=args.breakdown)
         rows.append(row)
         print(json.dumps(row), flush=True)
         out.with_suffix(".json").write_text(json.dumps(rows, indent=2))  # what is done survives an interrupt

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from langmem_tiers.journal.base import SCHEMA_VERSION, Journal, Namespace, NewRecord, Scope
+from langmem_tiers.journal.base import SCHEMA_VERSION, Journal, Namespace, NewRecord, Scope, ScopeListing
 from langmem_tiers.messages import make_message
 from tests import test_journal_contract as contract
 from tests.test_journal_contract import Backend, _append, _ns
@@ -130,13 +130,61 @@ def test_older_journals_reach_version_8(backend: Backend, version: int) -> None:
     assert journal.scope_versions([1]) == {1: (rid, 0, 0)}
 
 
-def test_namespaces_come_with_their_versions_in_one_read(journal: Journal) -> None:
+def _listing_matches_the_journal(journal: Journal, scope: Scope) -> ScopeListing:
+    listing = journal.scope_listing(scope)
+    assert [(n, listing.names[n]) for n in listing.ids] == journal.namespaces(scope)
+    assert dict(listing.versions) == journal.scope_versions(list(listing.ids))
+    assert listing.key == frozenset(listing.ids)
+    return listing
+
+
+def test_a_scope_listing_holds_its_namespaces_with_their_versions(journal: Journal) -> None:
     a, b = _ns(journal, "a", "u"), _ns(journal, "b", "u")
     _ns(journal, "c", "someone else")
     journal.add_records(a, [NewRecord("turn", "one"), NewRecord("turn", "two")])
     [r] = journal.add_records(b, [NewRecord("fact", "three")])
     journal.delete_records([r])
+    listing = _listing_matches_the_journal(journal, Scope("user", Namespace("a", "u")))
+    assert listing.ids == (a, b)
+    assert _listing_matches_the_journal(journal, Scope("session", Namespace("b", "u"))).ids == (b,)
+
+
+def test_an_unchanged_scope_gets_the_same_listing_and_a_grown_one_reads_only_what_grew(journal: Journal) -> None:
+    a, b = _ns(journal, "a", "u"), _ns(journal, "b", "u")
+    other = _ns(journal, "c", "someone else")
+    journal.add_records(b, [NewRecord("turn", "older")])
     scope = Scope("user", Namespace("a", "u"))
-    rows = journal.namespaces_with_versions(scope)
-    assert [(n, ns) for n, ns, _ in rows] == journal.namespaces(scope)
-    assert {n: v for n, _, v in rows} == journal.scope_versions([a, b])
+    first = _listing_matches_the_journal(journal, scope)
+    journal.add_records(other, [NewRecord("turn", "another user's turn")])
+    assert journal.scope_listing(scope) is first  # nothing of this user changed: no new read
+    journal.add_records(a, [NewRecord("turn", "new here")])
+    grown = _listing_matches_the_journal(journal, scope)
+    assert grown is not first
+    assert (grown.base, grown.changed) == (first.generation, frozenset({a}))
+    assert journal.scope_listing(scope) is grown
+
+
+@pytest.mark.parametrize("change", ["delete", "edit", "new session", "erase session", "out of order"])
+def test_any_other_change_reads_the_whole_listing_again(journal: Journal, change: str) -> None:
+    a, b = _ns(journal, "a", "u"), _ns(journal, "b", "u")
+    [ra] = journal.add_records(a, [NewRecord("turn", "a turn")])
+    journal.add_records(b, [NewRecord("turn", "b turn"), NewRecord("turn", "b again")])
+    scope = Scope("user", Namespace("a", "u"))
+    first = _listing_matches_the_journal(journal, scope)
+    if change == "delete":
+        journal.delete_records([ra])
+    elif change == "edit":
+        journal.update_record(ra, text="a turn, edited")
+    elif change == "new session":
+        _ns(journal, "d", "u")
+    elif change == "erase session":
+        journal.delete_namespaces([b])
+    else:
+        # A record id below the newest one the listing saw, committed after it (a PostgreSQL transaction
+        # can): a's counter grows, but not past the largest, so reading only the rows above it misses it.
+        with journal._txn() as db:  # type: ignore[attr-defined]
+            db.execute("UPDATE namespaces SET last_record_id = last_record_id + 1 WHERE ns = ?", (a,))
+    again = _listing_matches_the_journal(journal, scope)
+    assert again is not first
+    assert again.base == 0
+    assert (b in again.ids) == (change != "erase session")

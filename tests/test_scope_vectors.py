@@ -192,20 +192,20 @@ def test_records_added_while_an_entry_is_read_are_fetched_once(tmp_path: Path) -
             a.add("user", f"first fact {i} about rivers")
             a.add("assistant", f"noted river {i}")
         a.flush()
-        cache = _cache(a)
-        real_check = cache.journal.scope_versions
+        journal = _cache(a).journal
+        real_check = journal.scope_listing
 
-        def check_then_race(ns_ids: Any) -> Any:
-            versions = real_check(ns_ids)
+        def check_then_race(scope: Any) -> Any:
+            listing = real_check(scope)  # the scope's counters: the query's freshness check
             b.add("user", "raced fact about mountains")  # lands after the check, before the id list
             b.add("assistant", "noted mountains")  # not embedded yet: the entry lists it as missing
-            return versions
+            return listing
 
-        cache.journal.scope_versions = check_then_race  # type: ignore[method-assign]
+        journal.scope_listing = check_then_race  # type: ignore[method-assign]
         try:
             a.search("rivers", k=3, scope="session")
         finally:
-            cache.journal.scope_versions = real_check  # type: ignore[method-assign]
+            del journal.scope_listing  # type: ignore[method-assign]
         a.add("user", "later fact about deserts")
         a.add("assistant", "noted deserts")
         a.flush()
@@ -258,6 +258,47 @@ def test_user_scope_of_many_sessions_is_one_entry_with_the_exact_top_hits(tmp_pa
             # process's indexer (offered), so nothing from Chroma.
             assert cache.stats()["offered"] == 0
             assert fetches == []
+        finally:
+            for h in handles:
+                h.close()
+
+
+def test_a_scope_listing_syncs_only_what_changed_since_the_entry_was_read(tmp_path: Path) -> None:
+    """A user of many sessions asks again and again: with the same listing (nothing changed) the entry is
+    not compared session by session, and after one session gained a turn only that session is read."""
+    with _open(tmp_path) as memory:
+        handles = [memory.for_session(f"s{i}") for i in range(6)]
+        try:
+            for i, h in enumerate(handles):
+                h.add("user", f"session {i} talks about harbor {i}")
+                h.add("assistant", f"noted harbor {i}")
+                h.flush()
+            cache = _small_index(memory, hnsw_from=20_000)
+            scope = Scope("user", memory.namespace)
+            listing = memory.journal.scope_listing(scope)
+            query = "session 2 talks about harbor 2"
+            reads: list[list[int]] = []
+            real = cache.journal.record_ids_many
+
+            def spied(ns_ids: Any, after: Any = None) -> Any:
+                reads.append(sorted(ns_ids))
+                return real(ns_ids, after)
+
+            cache.journal = _Wrapped(cache.journal, record_ids_many=spied)  # type: ignore[assignment]
+            ns_ids = list(listing.ids)
+            assert _top(cache, listing, query, 3) == _exact(memory, ns_ids, query, 3)
+            assert reads  # the first search read the scope
+            reads.clear()
+            assert _top(cache, listing, query, 3) == _exact(memory, ns_ids, query, 3)
+            assert reads == []  # the same listing: nothing read, nothing compared
+            handles[4].add("user", "session 4 now mentions a lighthouse")
+            handles[4].add("assistant", "noted the lighthouse")
+            handles[4].flush()
+            grown = memory.journal.scope_listing(scope)
+            assert grown.changed == frozenset({handles[4]._ns_id})
+            found = _top(cache, grown, "session 4 now mentions a lighthouse", 3)
+            assert found == _exact(memory, ns_ids, "session 4 now mentions a lighthouse", 3)
+            assert reads == [[handles[4]._ns_id]]  # only the session that grew
         finally:
             for h in handles:
                 h.close()

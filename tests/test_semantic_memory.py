@@ -358,7 +358,7 @@ def test_context_searches_once_even_when_a_fact_took_its_turns_place(tmp_path: P
 
             return spy
 
-        for name in ("namespaces", "namespaces_with_versions", "scope_versions"):
+        for name in ("namespaces", "scope_listing", "scope_versions"):
             setattr(journal, name, spying(name))
         embedded.clear()
         question = "My locker combination is 4812-alpha"
@@ -370,4 +370,4 @@ def test_context_searches_once_even_when_a_fact_took_its_turns_place(tmp_path: P
         assert embedded == [question]
         # The user's sessions read once, with their versions: the profile, the pinned memories, the search
         # and its in-process index's freshness check share that one read.
-        assert reads == ["namespaces_with_versions"]
+        assert reads == ["scope_listing"]

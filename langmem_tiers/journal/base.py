@@ -271,6 +271,32 @@ class OutboxItem:
     owner: str = ""
 
 
+Versions = tuple[int, int, int]  # (largest record id ever inserted, records deleted, texts edited)
+
+
+@dataclass(frozen=True, eq=False)
+class ScopeListing:
+    """A scope's namespaces as one read saw them, with their version counters (``Journal.scope_versions``).
+
+    ``generation`` names this listing; when it was made from an earlier one by reading only the
+    namespaces that gained records, ``base`` is that one's generation and ``changed`` those namespaces,
+    so an in-process index synced to ``base`` looks at ``changed`` alone (``base`` is 0 otherwise).
+    A listing is never modified: a newer read makes a new one.
+    """
+
+    ids: tuple[int, ...]  # in id order
+    names: Mapping[int, Namespace]
+    versions: Mapping[int, Versions]
+    stamp: tuple[int, ...]  # the aggregate read that tells whether the scope changed since
+    generation: int
+    base: int = 0
+    changed: frozenset[int] = frozenset()
+    key: frozenset[int] = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", frozenset(self.ids))
+
+
 @dataclass(frozen=True)
 class Scope:
     """Which namespaces a query may see: one session, a user's sessions, or an agent's.
@@ -419,10 +445,13 @@ class Journal(Protocol):
         """Namespaces a scope may see (every one without a scope), with their ids."""
         ...
 
-    def namespaces_with_versions(self, scope: Scope) -> list[tuple[int, Namespace, tuple[int, int, int]]]:
-        """:meth:`namespaces` of a scope, each with its :meth:`scope_versions` counters, in one read: a
-        request that recalls over a user's 10,000 sessions checks its in-process index with these instead
-        of reading every session again by id."""
+    def scope_listing(self, scope: Scope) -> ScopeListing:
+        """A scope's namespaces with their :meth:`scope_versions` counters (see :class:`ScopeListing`).
+
+        A journal may return the listing it gave before, the same object, when one aggregate read
+        shows nothing in the scope changed since: a request that recalls over a user's 10,000
+        sessions then neither reads nor builds 10,000 rows (nor makes the garbage collector walk them).
+        """
         ...
 
     def clear_session(self, ns_id: int, keep_memories: bool = False) -> list[int]:

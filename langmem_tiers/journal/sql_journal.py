@@ -8,7 +8,10 @@ method does to the data is written here once, so the backends cannot drift apart
 
 from __future__ import annotations
 
+import itertools
 import logging
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
@@ -23,7 +26,9 @@ from langmem_tiers.journal.base import (
     OutboxItem,
     Record,
     Scope,
+    ScopeListing,
     SummaryVersion,
+    Versions,
     erased_message,
     provenance_after_erasure,
 )
@@ -36,6 +41,74 @@ log = logging.getLogger(__name__)
 
 # Names of resolved sessions a handle keeps in memory (to name the one a stale handle lost).
 NAMES_KEPT = 4096
+
+
+# Scopes whose newest listing a journal keeps (least recently used out): 10,000 sessions take ~3 MB.
+LISTINGS_KEPT = 64
+# A scope's stamp (ScopeListing.stamp): read before every listing, over the scope's namespaces rows.
+_STAMP = ("SELECT count(*), coalesce(sum(ns), 0), coalesce(max(ns), 0), coalesce(sum(last_record_id), 0), "
+          "coalesce(sum(records_deleted), 0), coalesce(sum(records_edited), 0) FROM namespaces")
+
+
+class ListingCache:
+    """The newest :class:`ScopeListing` a journal gave per scope, shared by its threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_scope: OrderedDict[tuple[str, ...], ScopeListing] = OrderedDict()
+        self._generations = itertools.count(1)
+
+    def get(self, key: tuple[str, ...]) -> ScopeListing | None:
+        with self._lock:
+            return self._by_scope.get(key)
+
+    def put(self, key: tuple[str, ...], listing: ScopeListing) -> None:
+        with self._lock:
+            self._by_scope[key] = listing
+            self._by_scope.move_to_end(key)
+            while len(self._by_scope) > LISTINGS_KEPT:
+                self._by_scope.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._by_scope.clear()
+
+    def generation(self) -> int:
+        return next(self._generations)
+
+
+def _scope_where(scope: Scope) -> tuple[str, tuple[str, ...]]:
+    """The WHERE clause (and its arguments) of a scope's rows in ``namespaces``."""
+    own = scope.namespace
+    kind = scope.effective_kind
+    if kind == "session":
+        return " WHERE session_id=? AND user_id=? AND agent_id=?", (own.session_id, own.user_id, own.agent_id)
+    if kind == "user":
+        return " WHERE user_id=?", (own.user_id,)
+    return " WHERE user_id=? AND agent_id=?", (own.user_id, own.agent_id)
+
+
+def _only_added(before: tuple[int, ...], now: tuple[int, ...]) -> bool:
+    """Whether two stamps differ only by records added (the same namespaces, none deleted or edited)."""
+    return before[:3] == now[:3] and before[4:] == now[4:] and now[3] > before[3]
+
+
+def _grown(cached: ScopeListing, stamp: tuple[int, ...], rows: Sequence[Any], generation: int) -> ScopeListing | None:
+    """``cached`` with the counters of the namespaces that gained records (``rows``), or ``None`` when
+    those do not account for the stamp's whole growth (a row was missed: read them all)."""
+    versions: dict[int, Versions] = dict(cached.versions)
+    total = cached.stamp[3]
+    for r in rows:
+        ns_id = int(r[0])
+        old = versions.get(ns_id)
+        if old is None:
+            return None
+        total += int(r[1]) - old[0]
+        versions[ns_id] = (int(r[1]), int(r[2]), int(r[3]))
+    if total != stamp[3]:
+        return None
+    return ScopeListing(cached.ids, cached.names, versions, stamp, generation, cached.generation,
+                        frozenset(int(r[0]) for r in rows))
 
 
 def check_version(version: int, where: str) -> None:
@@ -61,6 +134,7 @@ class SqlJournal:
     url: str
     _cipher: FieldCipher | None
     _names: dict[int, Namespace]
+    _listings: ListingCache
     # Matches one keyword query may rank (:mod:`.keyword_budget`); ``None`` ranks every match.
     keyword_budget: int | None = KEYWORD_BUDGET
 
@@ -169,30 +243,48 @@ class SqlJournal:
 
     def namespaces(self, scope: Scope | None = None) -> list[tuple[int, Namespace]]:
         """Namespaces a scope may see (every one without a scope); anonymous scopes narrow to the session."""
-        rows = self._scope_rows("", scope)
+        where, args = _scope_where(scope) if scope is not None else ("", ())
+        with self._autocommit() as db:
+            rows = db.all(f"SELECT ns, session_id, user_id, agent_id FROM namespaces{where} ORDER BY ns", args)
         return [(int(r[0]), Namespace(r[1], r[2], r[3])) for r in rows]
 
-    def namespaces_with_versions(self, scope: Scope) -> list[tuple[int, Namespace, tuple[int, int, int]]]:
-        rows = self._scope_rows(", last_record_id, records_deleted, records_edited", scope)
-        return [(int(r[0]), Namespace(r[1], r[2], r[3]), (int(r[4]), int(r[5]), int(r[6]))) for r in rows]
+    def scope_listing(self, scope: Scope) -> ScopeListing:
+        """The scope's namespaces and counters: the listing this journal gave last for the scope when one
+        aggregate read (``_STAMP``) shows nothing changed, else a new one, read in one snapshot.
 
-    def _scope_rows(self, more_columns: str, scope: Scope | None) -> list[Any]:
-        sql = f"SELECT ns, session_id, user_id, agent_id{more_columns} FROM namespaces"
-        args: tuple[str, ...] = ()
-        if scope is not None:
-            own = scope.namespace
-            kind = scope.effective_kind
-            if kind == "session":
-                sql += " WHERE session_id=? AND user_id=? AND agent_id=?"
-                args = (own.session_id, own.user_id, own.agent_id)
-            elif kind == "user":
-                sql += " WHERE user_id=?"
-                args = (own.user_id,)
-            else:
-                sql += " WHERE user_id=? AND agent_id=?"
-                args = (own.user_id, own.agent_id)
-        with self._autocommit() as db:
-            return db.all(sql + " ORDER BY ns", args)
+        The stamp holds the namespaces' count, id sum and largest id and the sums of their three
+        counters. The counters never go back while a namespace exists, so a record added, deleted or
+        edited grows a sum, and a namespace added or deleted changes the count or the id sum (ids are
+        never reused), short of deletes and additions that cancel in every one of the six at once.
+        Freshness only rests on it: records are always read from the journal by id, so an erased one
+        is never returned because a listing was stale. When only records were added, just the
+        namespaces that gained them are read (``last_record_id`` above the listing's largest), and
+        the listing is kept only if their counters account for the whole growth of the sum (a
+        PostgreSQL transaction may commit a smaller id after a larger one); else every row is read.
+        """
+        where, args = _scope_where(scope)
+        key = (scope.effective_kind, *args)
+        with self._snapshot() as db:
+            row = db.one(f"{_STAMP}{where}", args)
+            stamp = tuple(int(v) for v in row) if row else (0,) * 6
+            cached = self._listings.get(key)
+            if cached is not None and cached.stamp == stamp:
+                return cached
+            listing = None
+            if cached is not None and _only_added(cached.stamp, stamp):
+                floor = max((v[0] for v in cached.versions.values()), default=0)
+                grown = db.all(f"SELECT ns, last_record_id, records_deleted, records_edited FROM namespaces{where} "
+                               "AND last_record_id > ?", (*args, floor))
+                listing = _grown(cached, stamp, grown, self._listings.generation())
+            if listing is None:
+                rows = db.all(f"SELECT ns, session_id, user_id, agent_id, last_record_id, records_deleted, "
+                              f"records_edited FROM namespaces{where} ORDER BY ns", args)
+                listing = ScopeListing(tuple(int(r[0]) for r in rows),
+                                       {int(r[0]): Namespace(r[1], r[2], r[3]) for r in rows},
+                                       {int(r[0]): (int(r[4]), int(r[5]), int(r[6])) for r in rows},
+                                       stamp, self._listings.generation())
+        self._listings.put(key, listing)
+        return listing
 
     # --- messages -----------------------------------------------------------------------
 
@@ -291,6 +383,7 @@ class SqlJournal:
                 removed += core.delete_ns_content(db, ns_id)
                 db.execute("DELETE FROM state WHERE ns=?", (ns_id,))
                 db.execute("DELETE FROM namespaces WHERE ns=?", (ns_id,))
+        self._listings.clear()  # no listing keeps an erased session's ids in memory
         shred_orphans(self._cipher, erased, self._subject_in_use)
         return removed
 

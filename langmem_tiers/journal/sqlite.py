@@ -38,7 +38,7 @@ from langmem_tiers.journal.base import (
 from langmem_tiers.journal.encryption import ALGORITHM, META_KEY, FieldCipher, RowCodec, cipher_for
 from langmem_tiers.journal.keyword_budget import TermCount, plan_terms, recency_windows
 from langmem_tiers.journal.sql_core import Sql, fold_nfc, scope_size
-from langmem_tiers.journal.sql_journal import SqlJournal, check_version, finish_migration
+from langmem_tiers.journal.sql_journal import ListingCache, SqlJournal, check_version, finish_migration
 from langmem_tiers.keyring import KeyRing
 
 log = logging.getLogger(__name__)
@@ -430,6 +430,7 @@ class SqliteJournal(SqlJournal):
         self._lock = threading.RLock()
         # Names of the sessions this process resolved, to say which one a stale handle lost (memory only).
         self._names: dict[int, Namespace] = {}
+        self._listings = ListingCache()  # the newest listing of each scope read (SqlJournal.scope_listing)
         self._cipher = None
         self._check_path()
         reason = read_only_reason(self.path)

@@ -15,7 +15,7 @@ from langmem_tiers.journal.base import Namespace, Record, Scope, SessionState, S
 from langmem_tiers.memory_types import expiry, fields
 from langmem_tiers.recall.engine import SearchFilters, passes
 from langmem_tiers.recall.hits import RecallHit
-from langmem_tiers.recall.request import RequestMemo, scope_namespaces
+from langmem_tiers.recall.request import RequestMemo, scope_listing
 from langmem_tiers.semantic.types import Fact, Triple
 
 if TYPE_CHECKING:
@@ -35,11 +35,11 @@ def snapshot(m: TieredMemory) -> tuple[SessionState, list[WindowMessage], int]:
     return state, window, pending
 
 
-def user_ns_ids(m: TieredMemory, memo: RequestMemo | None = None) -> list[int]:
+def user_ns_ids(m: TieredMemory, memo: RequestMemo | None = None) -> Sequence[int]:
     """This user's sessions (keys and the profile are scoped to the user; without a user id,
     to this session). This session is always in, even when created a moment ago."""
-    ids = [n for n, _ in scope_namespaces(m.journal, Scope("user", m.namespace), memo)]
-    return ids if m._ns_id in ids else [*ids, m._ns_id]
+    listing = scope_listing(m.journal, Scope("user", m.namespace), memo)
+    return listing.ids if m._ns_id in listing.key else [*listing.ids, m._ns_id]
 
 
 def recount_window(m: TieredMemory) -> None:

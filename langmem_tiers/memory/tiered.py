@@ -590,7 +590,7 @@ class TieredMemory:
     def _snapshot(self) -> tuple[SessionState, list[WindowMessage], int]:
         return reads.snapshot(self)
 
-    def _user_ns_ids(self) -> list[int]:
+    def _user_ns_ids(self) -> Sequence[int]:
         return reads.user_ns_ids(self)
 
     def _reopen_session(self) -> None:

@@ -125,7 +125,7 @@ def lead_with_skills(hits: Sequence[RecallHit], records: Iterable[Record], query
     return [*best, *(h for h in hits if h.record_id not in chosen)]
 
 
-def skills_for_flow(recall: RecallIndex, journal: Journal, scope: Scope, ns_ids: Callable[[], list[int]],
+def skills_for_flow(recall: RecallIndex, journal: Journal, scope: Scope, ns_ids: Callable[[], Sequence[int]],
                     situation: str, k: int, now: float) -> Flow[list[RecallHit]]:
     """``skills_for()``: recall over the scope's skills, then every current, live skill of the
     user ranked against those hits (a skill found by its trigger alone still counts)."""

@@ -35,7 +35,7 @@ from langmem_tiers.recall.fusion import FusionParams, ScoreParts, fuse, set_jacc
 from langmem_tiers.recall.hits import RecallHit
 from langmem_tiers.recall.options import RecallOptions
 from langmem_tiers.recall.query import analyze, feedback_terms, has_time_expression
-from langmem_tiers.recall.request import RequestMemo, scope_namespaces
+from langmem_tiers.recall.request import RequestMemo, scope_listing
 from langmem_tiers.recall.scope_vectors import DEFAULT_MAX_BYTES, ScopeVectors
 from langmem_tiers.recall.vector_store import ChromaStore
 
@@ -321,8 +321,8 @@ class RecallIndex:
             raise ConfigError(f"scope ({scope.kind!r}) must be one of {', '.join(SCOPES)}")
         if k <= 0 or not query.strip():
             return []
-        namespaces = yield Blocking(lambda: scope_namespaces(self.journal, scope, memo))
-        ns_ids = [n for n, _ in namespaces]
+        listing = yield Blocking(lambda: scope_listing(self.journal, scope, memo))
+        ns_ids = listing.ids
         if not ns_ids:
             return []
         # The window's turns are never recalled: found among the session's newest records, they are left
@@ -339,6 +339,9 @@ class RecallIndex:
         if self.store is not None and self.embedder is not None:
             store = self.store
             try:
+                # Rows of this scope not indexed yet, read before the index is: a row an indexer finishes
+                # meanwhile is then in Chroma before the index looks (read after, it was in neither).
+                pending = yield Blocking(lambda: self.journal.pending_records(ns_ids, PENDING_EXACT))
                 (vector,) = yield Embed([query])
                 query_vector = vector
                 # The scope's in-process index (one search, whatever the number of sessions); Chroma's
@@ -348,8 +351,7 @@ class RecallIndex:
                 found: list[tuple[int, float]] | None = None
                 cache = self._scope_vectors
                 if cache is not None:
-                    versions = memo.versions.get(scope) if memo is not None else None
-                    found = yield Blocking(lambda: cache.search(ns_ids, vector, want, versions))
+                    found = yield Blocking(lambda: cache.search(listing, vector, want))
                     if found and kinds:
                         nearest = found
                         found, loaded = yield Blocking(lambda: self._mostly_of_kinds(nearest, kinds))
@@ -359,8 +361,7 @@ class RecallIndex:
                     where = self.where_ns(ns_ids, kinds)
                     hits = yield Blocking(lambda: store.query(vector, want, where))
                     scored = [(str(rid), h.similarity) for h in hits if (rid := self._record_id(h.id)) is not None]
-                # Rows of this scope not indexed yet: an exact search over just those few.
-                pending = yield Blocking(lambda: self.journal.pending_records(ns_ids, PENDING_EXACT))
+                # The rows not indexed yet: an exact search over just those few.
                 if kinds:
                     pending = [r for r in pending if r.kind in kinds]
                 if pending:
@@ -406,11 +407,10 @@ class RecallIndex:
             if fresh:
                 by_id.update((yield from self._load(list(fresh), scope, filters, skip, fresh)))
             fused = self._fuse(keyword_ids, vector_ids, extra, by_id, now, analysis)
-        if opts.session_weight > 0 and scope.kind != "session" and len(namespaces) > opts.session_top:
+        if opts.session_weight > 0 and scope.kind != "session" and len(ns_ids) > opts.session_top:
             # Two-stage: the sessions of the best candidates, searched again more deeply.
             best = _best_sessions(fused, by_id, opts.session_top)
-            chosen = [(n, ns) for n, ns in namespaces if ns in best]
-            chosen_ids = [n for n, _ in chosen]
+            chosen_ids = [n for n in ns_ids if listing.names[n] in best]
             stage_kw = yield Blocking(lambda: self.journal.keyword_search(query, chosen_ids, want, kinds))
             extra.append(([str(h.record_id) for h in stage_kw], opts.session_weight))
             if query_vector is not None and self._scope_vectors is not None and not kinds:
@@ -543,8 +543,7 @@ class RecallIndex:
         ]
 
     def pinned(self, scope: Scope, memo: RequestMemo | None = None) -> list[Record]:
-        ns_ids = [n for n, _ in scope_namespaces(self.journal, scope, memo)]
-        return self.journal.scoped_records(ns_ids, pinned_only=True)
+        return self.journal.scoped_records(scope_listing(self.journal, scope, memo).ids, pinned_only=True)
 
 
 def passes(r: Record, f: SearchFilters) -> bool:

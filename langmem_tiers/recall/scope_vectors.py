@@ -66,11 +66,11 @@ import threading
 import time
 import weakref
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from langmem_tiers.journal.base import Journal
+from langmem_tiers.journal.base import Journal, ScopeListing, Versions
 from langmem_tiers.recall.vector_store import ChromaStore
 
 log = logging.getLogger(__name__)
@@ -113,7 +113,6 @@ OFFER_MAX = 8192
 # session). Beyond this many, the scope's graph is built in the background instead.
 ADOPT_MAX_ADD = 2048
 
-Versions = tuple[int, int, int]  # (largest record id ever inserted, deleted so far, texts edited so far)
 
 
 def hnsw_bytes_per_vector(dim: int, connectivity: int = HNSW_CONNECTIVITY) -> int:
@@ -250,6 +249,9 @@ class _Entry:
     edit_checked: dict[int, float] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     used_at: int = 0  # the lookup clock when last searched
+    # The ScopeListing generation the entry is in step with (0: none known): a query with that same
+    # listing skips the sync, one with a listing grown from it syncs only the sessions that grew.
+    synced: int = 0
 
     @property
     def nbytes(self) -> int:
@@ -361,30 +363,36 @@ class ScopeVectors:
 
     # --- search -------------------------------------------------------------------
 
-    def search(self, ns_ids: Iterable[int], query: Sequence[float], k: int,
-               versions: dict[int, tuple[int, int, int]] | None = None) -> list[tuple[int, float]] | None:
+    def search(self, scope: ScopeListing | Iterable[int], query: Sequence[float], k: int
+               ) -> list[tuple[int, float]] | None:
         """Record ids and cosine similarities of the ``k`` nearest vectors of a scope, nearest first.
 
-        ``ns_ids`` are the scope's namespace ids; ``versions``, their ``Journal.scope_versions`` when the
-        request read them already (with the namespaces), else they are read here. ``None`` when the
-        scope gets no entry here (its vectors would not fit the byte bound, or hotter scopes hold it):
-        ask Chroma with a filter.
+        ``scope``: the scope's listing (``Journal.scope_listing``: its namespaces and their counters,
+        read already), or its namespace ids (their counters are read here). ``None`` when the scope
+        gets no entry here (its vectors would not fit the byte bound, or hotter scopes hold it): ask
+        Chroma with a filter.
         """
         import numpy as np
 
-        key = frozenset(ns_ids)
+        listing, key = (scope, scope.key) if isinstance(scope, ScopeListing) else (None, frozenset(scope))
         if not key or k <= 0:
             return []
         q = np.asarray(query, dtype=np.float32)
         q /= max(float(np.linalg.norm(q)), 1e-12)
         self._count_ask(key)
-        if versions is None or versions.keys() != key:
-            versions = self.journal.scope_versions(sorted(key))  # the one freshness check of this query
+        # The one freshness check of this query (the listing's counters were read with it).
+        versions = listing.versions if listing is not None else self.journal.scope_versions(sorted(key))
         entry = self._entry(key, versions, len(q))
         if entry is None:
             return None
         with entry.lock:
-            self._sync(entry, versions)
+            if listing is None:
+                self._sync(entry, versions)
+                entry.synced = 0
+            elif entry.synced != listing.generation or entry.stale or entry.missing:
+                grown_from_synced = entry.synced and entry.synced == listing.base
+                in_step = self._sync(entry, versions, only=listing.changed if grown_from_synced else None)
+                entry.synced = listing.generation if in_step else 0
             found = entry.rows.search(q, k)
             if isinstance(entry.rows, _ExactRows) and len(entry.rows) > self.hnsw_from and self._has_usearch:
                 self._promote(entry)  # grew past HNSW_FROM: it answers exactly until its graph is ready
@@ -447,7 +455,7 @@ class ScopeVectors:
             for record_id in record_ids:
                 self._offered.pop(int(record_id), None)
 
-    def _take_offered(self, ids: Any, versions: dict[int, Versions]) -> tuple[Any, Any]:
+    def _take_offered(self, ids: Any, versions: Mapping[int, Versions]) -> tuple[Any, Any]:
         """The offered vectors of ``ids`` still current (their namespace's edit count unchanged), taken
         out of the offer: ``(record ids, float32 matrix)``, both empty when none."""
         import numpy as np
@@ -515,7 +523,7 @@ class ScopeVectors:
             entry.used_at = self._clock
         return entry
 
-    def _entry(self, key: frozenset[int], versions: dict[int, Versions], dim: int) -> _Entry | None:
+    def _entry(self, key: frozenset[int], versions: Mapping[int, Versions], dim: int) -> _Entry | None:
         with self._lock:
             entry = self._touch(key)
             if entry is not None:
@@ -539,7 +547,7 @@ class ScopeVectors:
                     self._cache[key] = entry
             return entry
 
-    def _admit(self, key: frozenset[int], versions: dict[int, Versions], dim: int) -> _Entry | None:
+    def _admit(self, key: frozenset[int], versions: Mapping[int, Versions], dim: int) -> _Entry | None:
         """A new (empty, or taken over) entry for a scope, or ``None`` when it should not be held."""
         declined = self._declined.get(key)
         if declined is not None:
@@ -573,7 +581,7 @@ class ScopeVectors:
                 return None
         return _Entry(key, {}, {})
 
-    def _make_room(self, key: frozenset[int], need: int, versions: dict[int, Versions], count: int, *,
+    def _make_room(self, key: frozenset[int], need: int, versions: Mapping[int, Versions], count: int, *,
                    evict: bool) -> bool:
         """With ``self._lock`` held: whether ``need`` bytes for ``key`` fit once the least recently used
         entries leave (``evict``: they leave now); declined when one of them is hot (no thrash)."""
@@ -742,14 +750,18 @@ class ScopeVectors:
 
     # --- keeping an entry current ---------------------------------------------------------
 
-    def _sync(self, entry: _Entry, versions: dict[int, Versions], guard: _NoGuard = _NO_GUARD) -> None:
-        """Bring an entry (its lock held) to ``versions``, read just before. ``guard`` wraps every journal
-        and Chroma call of a background build (and is how a build learns the index closed)."""
+    def _sync(self, entry: _Entry, versions: Mapping[int, Versions], guard: _NoGuard = _NO_GUARD,
+              only: frozenset[int] | None = None) -> bool:
+        """Bring an entry (its lock held) to ``versions``, read just before; ``only``: the namespaces that
+        may have changed since the entry's last sync (every one when ``None``). ``guard`` wraps every
+        journal and Chroma call of a background build (and is how a build learns the index closed).
+        False when an edit's new vector is still awaited (the entry is not yet in step with ``versions``)."""
         import numpy as np
 
         empty = np.empty(0, dtype=np.int64)
+        in_step = True
         changed = [(ns_id, entry.versions.get(ns_id, (0, 0, 0)), versions.get(ns_id, (0, 0, 0)))
-                   for ns_id in sorted(entry.key)]
+                   for ns_id in sorted(entry.key if only is None else only & entry.key)]
         changed = [(ns_id, old, now) for ns_id, old, now in changed if now != old]
         # Deleted since (or the namespace is gone): its current ids are diffed against the entry's.
         diffed = [ns_id for ns_id, old, now in changed if now[1] != old[1] or now[0] < old[0]]
@@ -786,6 +798,7 @@ class ScopeVectors:
                     wanted.append(entry.known.get(ns_id, empty))
                 if pending:
                     edited = old[2]
+                    in_step = False
             entry.versions[ns_id] = (now[0], now[1], edited)
         with self._lock:
             stale, entry.stale = entry.stale, set()
@@ -799,8 +812,9 @@ class ScopeVectors:
         ids = np.unique(np.concatenate(wanted)) if wanted else empty
         if len(ids):
             self._fetch(entry, ids, versions, guard)
+        return in_step and not entry.missing
 
-    def _fetch(self, entry: _Entry, ids: Any, versions: dict[int, Versions], guard: _NoGuard = _NO_GUARD) -> None:
+    def _fetch(self, entry: _Entry, ids: Any, versions: Mapping[int, Versions], guard: _NoGuard = _NO_GUARD) -> None:
         """Read ``ids``' vectors into the entry: those the indexer offered and still current (see
         :meth:`offer`), the rest from Chroma in chunks (an HNSW entry never holds them all as float32);
         the ids Chroma lacks stay missing. ``versions`` are the journal's, read before this sync."""

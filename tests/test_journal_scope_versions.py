@@ -121,13 +121,21 @@ def test_a_version_7_journal_migrates_with_counters_from_its_records(backend: Ba
     assert backend.journal().scope_versions([1]) == {1: (new, 1, 1)}
 
 
-@pytest.mark.parametrize("version", [1, 3])
-def test_older_journals_reach_version_8(backend: Backend, version: int) -> None:
+@pytest.mark.parametrize("version", [1, 3, 8])
+def test_older_journals_reach_the_current_version(backend: Backend, version: int) -> None:
     backend.create_at_version(version)
     journal = backend.journal()
     assert journal.integrity_check() == "ok"  # type: ignore[attr-defined]
     [rid] = journal.add_records(1, [NewRecord("turn", "kayaks")])
     assert journal.scope_versions([1]) == {1: (rid, 0, 0)}
+    # Version 9: the index of the memories among the turns, read by scoped_records by kind.
+    [fact] = journal.add_records(1, [NewRecord("fact", "paddles on weekends")])
+    assert [r.id for r in journal.scoped_records([1], ["fact", "preference"])] == [fact]
+    assert [r.id for r in journal.scoped_records([1], ["turn", "fact"])] == [rid, fact]
+    sql = ("SELECT name FROM sqlite_master WHERE type='index' AND name=?" if journal.url.startswith("sqlite") else
+           "SELECT indexname FROM pg_indexes WHERE schemaname=current_schema() AND indexname=?")
+    with journal._autocommit() as db:  # type: ignore[attr-defined]
+        assert db.all(sql, ("records_memories",)) == [("records_memories",)]
 
 
 def _listing_matches_the_journal(journal: Journal, scope: Scope) -> ScopeListing:

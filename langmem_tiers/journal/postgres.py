@@ -218,8 +218,16 @@ CREATE TRIGGER records_scope_au AFTER UPDATE OF text, terms ON records FOR EACH 
     EXECUTE FUNCTION records_scope_edited();
 """
 
+# Schema version 9, the user's memories among their turns: context() reads the profile, skills and
+# working state of every session of the user (scoped_records by kind), one index probe per session
+# and kind; in (ns, kind) over every record that is not a turn, those probes land in a small index
+# (10,000 sessions of turns: 13.8 -> 2.9 ms a read). A query uses it by repeating its condition.
+V9_SQL = """
+CREATE INDEX records_memories ON records (ns, kind) WHERE kind <> 'turn';
+"""
+
 MIGRATIONS: tuple[str | Callable[[Sql], None], ...] = (
-    *_OLD_MIGRATIONS, _migrate_to_v4, V5_SQL, V6_SQL, V7_SQL, V8_SQL)
+    *_OLD_MIGRATIONS, _migrate_to_v4, V5_SQL, V6_SQL, V7_SQL, V8_SQL, V9_SQL)
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 # The server's clock, in epoch seconds: leases and retry times of replicas on several hosts

@@ -21,7 +21,8 @@ the public API with the real local embedder: add() per message (durable), flush(
 new question: context() with recall, search() with k=10 at session and user scope, and the
 embedder alone on the same question (its own time, the yardstick of issue 15's target 2). Then as
 many conversation turns (``turn_context``): the question added as the user's message, context(), a
-reply added, so every context() finds the session grown since the previous one.
+reply added and indexed (flush(), untimed: the pause between turns), so every context() finds the
+session grown since the previous one.
 The first context() after filling (the cold one: in-process vector indexes are fetched) is reported
 apart, then the run waits for any HNSW graph still building in the background (``graph_build_s``)
 before sampling, so the samples measure the installed index. With ``--servers`` the journal is a
@@ -173,13 +174,15 @@ def measure(size: int, vectors: bool, samples: int, layout: str, per_session: in
                 embed_ms.append(_timed(lambda: embedder.embed([question])))
         # A conversation: each question is added as the user's turn, context() is built for it, and the
         # reply is added; the user's scope grew since the previous context() (the samples above do not).
+        # flush() stands for the seconds between turns, in which the indexer embeds the finished turn:
+        # back to back, its embedding would share the cores with the next context()'s.
         turn_ms = []
         for _ in range(samples):
             question = f"What did we say about {rng.choice(VOCAB)} and {rng.choice(VOCAB)}?"
             memory.add("user", question)
             turn_ms.append(_timed(lambda: memory.context(question)))
             memory.add("assistant", line(rng))
-        memory.flush()
+            memory.flush()
         parts: dict[str, float] = {}
         if breakdown:
             questions = [f"What did we say about {rng.choice(VOCAB)} and {rng.choice(VOCAB)}?" for _ in range(samples)]

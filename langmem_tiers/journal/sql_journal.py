@@ -50,13 +50,17 @@ _STAMP = ("SELECT count(*), coalesce(sum(ns), 0), coalesce(max(ns), 0), coalesce
           "coalesce(sum(records_deleted), 0), coalesce(sum(records_edited), 0) FROM namespaces")
 
 
+# Listing generations, unique in the process: an index that was handed listings of two journals
+# (two handles on one file) never takes one journal's listing for the other's.
+_GENERATIONS = itertools.count(1)
+
+
 class ListingCache:
     """The newest :class:`ScopeListing` a journal gave per scope, shared by its threads."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._by_scope: OrderedDict[tuple[str, ...], ScopeListing] = OrderedDict()
-        self._generations = itertools.count(1)
 
     def get(self, key: tuple[str, ...]) -> ScopeListing | None:
         with self._lock:
@@ -73,8 +77,9 @@ class ListingCache:
         with self._lock:
             self._by_scope.clear()
 
-    def generation(self) -> int:
-        return next(self._generations)
+    @staticmethod
+    def generation() -> int:
+        return next(_GENERATIONS)  # itertools.count's next() is atomic under the GIL
 
 
 def _scope_where(scope: Scope) -> tuple[str, tuple[str, ...]]:

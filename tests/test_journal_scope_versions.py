@@ -140,7 +140,8 @@ def test_older_journals_reach_the_current_version(backend: Backend, version: int
 
 def _listing_matches_the_journal(journal: Journal, scope: Scope) -> ScopeListing:
     listing = journal.scope_listing(scope)
-    assert [(n, listing.names[n]) for n in listing.ids] == journal.namespaces(scope)
+    assert sorted((n, ns) for ns, n in listing.ids_by_name.items()) == journal.namespaces(scope)
+    assert listing.ids == tuple(sorted(listing.ids_by_name.values()))
     assert dict(listing.versions) == journal.scope_versions(list(listing.ids))
     assert listing.key == frozenset(listing.ids)
     return listing

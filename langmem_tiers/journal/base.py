@@ -12,7 +12,7 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from langmem_tiers.errors import InvalidNamespaceError, JournalError, SchemaVersionError
@@ -278,23 +278,33 @@ Versions = tuple[int, int, int]  # (largest record id ever inserted, records del
 class ScopeListing:
     """A scope's namespaces as one read saw them, with their version counters (``Journal.scope_versions``).
 
-    ``generation`` names this listing; when it was made from an earlier one by reading only the
-    namespaces that gained records, ``base`` is that one's generation and ``changed`` those namespaces,
-    so an in-process index synced to ``base`` looks at ``changed`` alone (``base`` is 0 otherwise).
-    A listing is never modified: a newer read makes a new one.
+    ``ids_by_name`` maps each namespace to its id. ``generation`` names this listing; when it was made
+    from an earlier one by reading only the namespaces that gained records, ``base`` is that one's
+    generation and ``changed`` those namespaces, so an in-process index synced to ``base`` looks at
+    ``changed`` alone (``base`` is 0 otherwise). A listing is never modified: a newer read makes a new one.
     """
 
     ids: tuple[int, ...]  # in id order
-    names: Mapping[int, Namespace]
     versions: Mapping[int, Versions]
     stamp: tuple[int, ...]  # the aggregate read that tells whether the scope changed since
     generation: int
+    key: frozenset[int]  # the ids as a set
+    ids_by_name: Mapping[Namespace, int]
     base: int = 0
     changed: frozenset[int] = frozenset()
-    key: frozenset[int] = field(init=False)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "key", frozenset(self.ids))
+    @classmethod
+    def read(cls, rows: Sequence[tuple[int, Namespace, Versions]], stamp: tuple[int, ...],
+             generation: int) -> ScopeListing:
+        """A listing of every row read (in id order)."""
+        ids = tuple(n for n, _, _ in rows)
+        return cls(ids, {n: v for n, _, v in rows}, stamp, generation, frozenset(ids), {ns: n for n, ns, _ in rows})
+
+    def grown(self, versions: Mapping[int, Versions], stamp: tuple[int, ...], generation: int,
+              changed: frozenset[int]) -> ScopeListing:
+        """This listing with newer counters for the same namespaces, ``changed`` of them grown."""
+        return replace(self, versions=versions, stamp=stamp, generation=generation, base=self.generation,
+                       changed=changed)
 
 
 @dataclass(frozen=True)

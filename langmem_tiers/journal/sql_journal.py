@@ -112,8 +112,7 @@ def _grown(cached: ScopeListing, stamp: tuple[int, ...], rows: Sequence[Any], ge
         versions[ns_id] = (int(r[1]), int(r[2]), int(r[3]))
     if total != stamp[3]:
         return None
-    return ScopeListing(cached.ids, cached.names, versions, stamp, generation, cached.generation,
-                        frozenset(int(r[0]) for r in rows))
+    return cached.grown(versions, stamp, generation, frozenset(int(r[0]) for r in rows))
 
 
 def check_version(version: int, where: str) -> None:
@@ -284,10 +283,8 @@ class SqlJournal:
             if listing is None:
                 rows = db.all(f"SELECT ns, session_id, user_id, agent_id, last_record_id, records_deleted, "
                               f"records_edited FROM namespaces{where} ORDER BY ns", args)
-                listing = ScopeListing(tuple(int(r[0]) for r in rows),
-                                       {int(r[0]): Namespace(r[1], r[2], r[3]) for r in rows},
-                                       {int(r[0]): (int(r[4]), int(r[5]), int(r[6])) for r in rows},
-                                       stamp, self._listings.generation())
+                listing = ScopeListing.read([(int(r[0]), Namespace(r[1], r[2], r[3]), (int(r[4]), int(r[5]), int(r[6])))
+                                             for r in rows], stamp, self._listings.generation())
         self._listings.put(key, listing)
         return listing
 

@@ -410,7 +410,7 @@ class RecallIndex:
         if opts.session_weight > 0 and scope.kind != "session" and len(ns_ids) > opts.session_top:
             # Two-stage: the sessions of the best candidates, searched again more deeply.
             best = _best_sessions(fused, by_id, opts.session_top)
-            chosen_ids = [n for n in ns_ids if listing.names[n] in best]
+            chosen_ids = sorted(n for ns in best if (n := listing.ids_by_name.get(ns)) is not None)
             stage_kw = yield Blocking(lambda: self.journal.keyword_search(query, chosen_ids, want, kinds))
             extra.append(([str(h.record_id) for h in stage_kw], opts.session_weight))
             if query_vector is not None and self._scope_vectors is not None and not kinds:

@@ -114,7 +114,6 @@ OFFER_MAX = 8192
 ADOPT_MAX_ADD = 2048
 
 
-
 def hnsw_bytes_per_vector(dim: int, connectivity: int = HNSW_CONNECTIVITY) -> int:
     """Resident bytes of one vector in an int8 HNSW entry: the vector, its base-layer links, key and
     bookkeeping (measured: about 650 bytes at 384-d; benchmarks/vector_index.py), and its known id."""

@@ -197,3 +197,22 @@ def test_any_other_change_reads_the_whole_listing_again(journal: Journal, change
     assert again is not first
     assert again.base == 0
     assert (b in again.ids) == (change != "erase session")
+
+
+@pytest.mark.parametrize(("kinds", "pinned_only"), [
+    (None, False), (None, True), (["fact", "preference"], False), (["fact"], True), (["turn"], False),
+    (["turn", "fact"], True),
+])
+def test_scoped_records_filter_like_a_plain_scan(journal: Journal, kinds: list[str] | None, pinned_only: bool) -> None:
+    """Each of scoped_records' three plans (every record; the few memories or pinned ones through their
+    indexes; kinds with turns) returns what filtering every record of the scope would."""
+    a, b = _ns(journal, "a", "u"), _ns(journal, "b", "u")
+    outside = _ns(journal, "c", "someone else")
+    for ns_id in (a, b, outside):
+        journal.add_records(ns_id, [NewRecord("turn", "a turn"), NewRecord("fact", "a fact", pinned=True),
+                                    NewRecord("preference", "a preference"),
+                                    NewRecord("turn", "pinned turn", pinned=True)])
+    every = journal.scoped_records([a, b])
+    assert len(every) == 8
+    expected = [r.id for r in every if (not kinds or r.kind in kinds) and (r.pinned or not pinned_only)]
+    assert [r.id for r in journal.scoped_records([a, b], kinds, pinned_only)] == expected

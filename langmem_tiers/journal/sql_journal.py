@@ -506,20 +506,29 @@ class SqlJournal:
             return []
         with self._autocommit() as db:
             members, args = db.in_(list(ns_ids))
-            sql = f"{RECORD_SELECT} WHERE r.ns {members}"
-            if pinned_only:
-                sql += f" AND r.pinned = {db.TRUE}"
-            if kinds:
-                kind_members, kind_args = db.in_(list(kinds))
-                sql += f" AND r.kind {kind_members}"
+            kind_members, kind_args = db.in_(list(kinds or ()))
+            if kinds and "turn" in kinds:
+                # "+r.id" keeps the planner off records_ns_id (ns, id), which would walk every record of the
+                # scope in id order to skip the filtered ones (1M records: 521 ms against 0.3 ms through
+                # records_ns (ns, kind) and a sort of what it finds).
+                pinned = f" AND r.pinned = {db.TRUE}" if pinned_only else ""
+                sql, order = f"{RECORD_SELECT} WHERE r.ns {members} AND r.kind {kind_members}{pinned}", "+r.id"
                 args += kind_args
-                if "turn" not in kinds:
-                    sql += " AND r.kind <> 'turn'"  # the condition of records_memories (schema v9): it is used
-            # With a kind or pin filter, "+r.id" keeps the planner off records_ns_id (ns, id), which would
-            # walk every record of the scope in id order to skip the filtered ones (1M records: 521 ms
-            # against 0.3 ms through records_ns (ns, kind) and a sort of the few it finds).
-            order = " ORDER BY +r.id" if kinds or pinned_only else " ORDER BY r.id"
-            rows = db.all(sql + order, args)
+            elif kinds or pinned_only:
+                # The few memories or pinned records, chosen in a subquery over records alone (through
+                # records_memories (ns, kind), schema v9, whose condition it repeats, or records_pinned (ns)):
+                # joined with namespaces first, SQLite looked up every namespace of the list before probing
+                # its records (10,000 lookups for a user of 10,000 sessions: 2.5 ms of a 7.7 ms read).
+                chosen = f"SELECT id FROM records WHERE ns {members}"
+                if pinned_only:
+                    chosen += f" AND pinned = {db.TRUE}"
+                if kinds:
+                    chosen += f" AND kind {kind_members} AND kind <> 'turn'"
+                    args += kind_args
+                sql, order = f"{RECORD_SELECT} WHERE r.id IN ({chosen})", "r.id"
+            else:
+                sql, order = f"{RECORD_SELECT} WHERE r.ns {members}", "r.id"
+            rows = db.all(f"{sql} ORDER BY {order}", args)
             codec = self._codec(db)
             return [row_record(r, codec) for r in rows]
 

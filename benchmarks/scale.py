@@ -55,11 +55,12 @@ import resource
 import statistics
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from timing import Counters
 
 from langmem_tiers import MemoryConfig, TieredMemory
 from langmem_tiers.journal.base import Namespace, NewRecord
@@ -183,12 +184,13 @@ def measure(size: int, vectors: bool, samples: int, layout: str, per_session: in
             turn_ms.append(_timed(lambda: memory.context(question)))
             memory.add("assistant", line(rng))
             memory.flush()
-        parts: dict[str, float] = {}
+        parts: dict[str, float] = {}  # ms per part, over the breakdown's calls
         if breakdown:
             questions = [f"What did we say about {rng.choice(VOCAB)} and {rng.choice(VOCAB)}?" for _ in range(samples)]
-            with timed_parts(memory, parts):
+            with timed_parts(memory) as counters:
                 for question in questions:
                     memory.context(question)
+            parts = {name: sec * 1000 for name, sec in counters.seconds.items()}
         total = memory.journal.count_messages()
     row: dict[str, Any] = {
         "layout": layout, "size": size, "stored_messages": total, "vectors": vectors, "fill_s": round(fill_s, 1),
@@ -211,52 +213,39 @@ def measure(size: int, vectors: bool, samples: int, layout: str, per_session: in
 
 
 @contextlib.contextmanager
-def timed_parts(memory: TieredMemory, parts: dict[str, float]) -> Iterator[None]:
-    """Add to ``parts`` the ms spent in each journal method, the embedder, the vector index's search,
+def timed_parts(memory: TieredMemory) -> Iterator[Counters]:
+    """Time, in the counters yielded, each journal method, the embedder, the vector index's search,
     Python's garbage collector and the whole context() calls made inside the block."""
     import gc
 
-    patched: list[tuple[Any, str]] = []
-
-    def wrap(owner: Any, name: str, label: str) -> None:
-        fn = getattr(owner, name)
-
-        def timed(*args: Any, **kwargs: Any) -> Any:
-            t = time.perf_counter()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                parts[label] = parts.get(label, 0.0) + (time.perf_counter() - t) * 1000
-
-        setattr(owner, name, timed)  # an instance attribute shadows the method until it is deleted
-        patched.append((owner, name))
-
+    counters = Counters()
+    undo: list[Callable[[], None]] = []
     journal = memory.journal
     for name in dir(type(journal)):
         if not name.startswith("_") and callable(getattr(journal, name)) and name not in ("read", "write"):
-            wrap(journal, name, f"journal.{name}")
+            counters.wrap(journal, name, f"journal.{name}", undo)
     recall = memory.recall
     if recall is not None and recall.embedder is not None:
-        wrap(recall.embedder, "embed", "embed")
+        counters.wrap(recall.embedder, "embed", "embed", undo)
     scope_vectors = getattr(recall, "_scope_vectors", None)
     if scope_vectors is not None:
-        wrap(scope_vectors, "search", "scope_vectors.search")
-    wrap(memory, "context", "context() total")
+        counters.wrap(scope_vectors, "search", "scope_vectors.search", undo)
+    counters.wrap(memory, "context", "context() total", undo)
     gc_start = [0.0]
 
     def on_gc(phase: str, info: dict[str, Any]) -> None:
         if phase == "start":
             gc_start[0] = time.perf_counter()
         else:
-            parts["gc"] = parts.get("gc", 0.0) + (time.perf_counter() - gc_start[0]) * 1000
+            counters.add("gc", time.perf_counter() - gc_start[0])
 
     gc.callbacks.append(on_gc)
     try:
-        yield
+        yield counters
     finally:
         gc.callbacks.remove(on_gc)
-        for owner, name in patched:
-            delattr(owner, name)
+        for u in reversed(undo):
+            u()
 
 
 def main() -> None:

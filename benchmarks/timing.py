@@ -1,0 +1,53 @@
+"""Wall time per named part of a run, by wrapping the methods that do the parts (ingest.py, scale.py)."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from typing import Any
+
+
+class Counters:
+    """Wall seconds and calls per named part, summed over threads."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = defaultdict(float)
+        self.calls: dict[str, int] = defaultdict(int)
+        self._lock = threading.Lock()
+
+    def add(self, name: str, seconds: float) -> None:
+        with self._lock:
+            self.seconds[name] += seconds
+            self.calls[name] += 1
+
+    def wrap(self, obj: Any, attr: str, name: str, undo: list[Callable[[], None]]) -> None:
+        original = getattr(obj, attr)
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            t = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self.add(name, time.perf_counter() - t)
+
+        setattr(obj, attr, timed)
+        undo.append(lambda: setattr(obj, attr, original))
+
+    def wrap_cm(self, obj: Any, attr: str, name: str, undo: list[Callable[[], None]]) -> None:
+        """A method returning a context manager: time from the call to the end of the with block."""
+        original = getattr(obj, attr)
+
+        @contextlib.contextmanager
+        def timed(*args: Any, **kwargs: Any) -> Iterator[Any]:
+            t = time.perf_counter()
+            try:
+                with original(*args, **kwargs) as value:
+                    yield value
+            finally:
+                self.add(name, time.perf_counter() - t)
+
+        setattr(obj, attr, timed)
+        undo.append(lambda: setattr(obj, attr, original))

@@ -237,6 +237,18 @@ def test_openai_embedder_is_a_lazy_export() -> None:
 
 # About 340 word pieces on taxes, then about 320 on a dog: truncation to 254 keeps only taxes.
 FILLER = " ".join(f"Invoice {n} for the quarterly tax audit was archived in cabinet {n % 9}." for n in range(20))
+def test_local_vectors_are_the_ones_sentence_transformers_encode_gives(local: LocalEmbedder) -> None:
+    # embed() runs the model's modules itself (encode re-enters eval mode on every call): same vectors.
+    texts = ["tea", "What did we say about the trip to Lisbon?", "ñandú 東京 🚀", "",
+             *[f"user: line {i} about {'rain in the hills ' * (i + 1)}" for i in range(6)]]
+    want = local._st().encode(texts, batch_size=4, normalize_embeddings=True, convert_to_numpy=True).tolist()
+    got = local.embed(texts)
+    for i, (a, b) in enumerate(zip(got, want)):
+        assert max(abs(x - y) for x, y in zip(a, b)) < 1e-6, i
+    (alone,) = local.embed([texts[1]])  # the query path: one text, one batch
+    assert max(abs(x - y) for x, y in zip(alone, want[1])) < 1e-6
+
+
 TAIL = " ".join(f"My dog Rex chased tennis ball number {n} across the park and brought it back." for n in range(20))
 
 

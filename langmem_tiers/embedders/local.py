@@ -113,6 +113,34 @@ def _load(model: str, device: str) -> Any:
         return loaded
 
 
+def _forward(st: Any, texts: Sequence[str], batch_size: int) -> list[list[float]]:
+    """Normalized vectors of ``texts``, as ``st.encode(texts, batch_size=batch_size,
+    normalize_embeddings=True)`` computes them: longest first, each batch padded to its longest
+    text, then back in input order.
+
+    Not ``encode`` itself: it switches every module of the model to eval mode on each call, a walk
+    of the model's ~120 modules that cost 1.5-2 ms of a 10 ms query embedding on a 2-core CPU
+    (``benchmarks/scale.py``'s embedder row). The model here was loaded by :func:`_load` in eval
+    mode and is never trained. Same inputs, same modules, same order of operations: the vectors are
+    the ones ``encode`` gives (``tests/test_embedders.py`` compares them).
+    """
+    import torch
+
+    order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))  # encode's order: longest first
+    # sentence-transformers 6 names the tokenizing step preprocess; 3-5 call it tokenize.
+    prepare = getattr(st, "preprocess", None) or st.tokenize
+    out: list[list[float]] = [[] for _ in texts]
+    with torch.inference_mode():
+        for start in range(0, len(order), batch_size):
+            batch = order[start:start + batch_size]
+            features = prepare([texts[i] for i in batch])
+            features = {k: v.to(st.device) if isinstance(v, torch.Tensor) else v for k, v in features.items()}
+            vectors = torch.nn.functional.normalize(st(features)["sentence_embedding"], p=2, dim=1)
+            for i, vector in zip(batch, vectors.cpu().tolist()):
+                out[i] = vector
+    return out
+
+
 class LocalEmbedder:
     """Embeds text with a local sentence-transformers model; vectors are L2-normalized.
 
@@ -251,16 +279,10 @@ class LocalEmbedder:
         st = self._st()
         try:
             pieces = Pieces.of(items, self._split)
-            vectors = st.encode(
-                pieces.texts,
-                batch_size=self.batch_size,
-                normalize_embeddings=True,
-                convert_to_numpy=True,
-                show_progress_bar=False,
-            )
+            vectors = _forward(st, pieces.texts, self.batch_size)
         except Exception as e:
             raise EmbeddingInputError(f"{self.key} failed to embed {len(items)} text(s): {e}") from e
-        return pieces.pool(vectors.tolist())
+        return pieces.pool(vectors)
 
     async def aembed(self, texts: Sequence[str]) -> list[list[float]]:
         """Like :meth:`embed`, on a worker thread so the event loop keeps running."""

@@ -166,7 +166,10 @@ def assemble(
         memory = _memory_message(pinned_lines, summary_text, [lines[h.record_id] for h in hits], config,
                                  [p.text for p in facts], [w.text for w in state])
         messages = ([memory] if memory else []) + [w.message for t in older for w in t] + [w.message for w in current]
-        total = sum(counter.count_message(m) for m in messages) + REPLY_PRIMING
+        # The window's messages come with their counts (counted once, when added): only the memory
+        # message is counted here, instead of every message of the window on every call.
+        window_tokens = sum(w.tokens for t in older for w in t) + sum(w.tokens for w in current)
+        total = (counter.count_message(memory) if memory else 0) + window_tokens + REPLY_PRIMING
         if total <= budget:
             break
         # Drop the lowest priority first: recall, then the oldest turns, then the summary, then pinned facts.
@@ -192,7 +195,6 @@ def assemble(
             left_out.append(Omission("pinned", "over budget", counter.count_text(line)))
         else:
             break  # only the current turn is left: over budget by the oversize policy "keep"
-    window_tokens = sum(w.tokens for t in older for w in t) + sum(w.tokens for w in current)
     tokens = TierTokens(
         pinned=counter.count_text("\n".join(pinned_lines)) if pinned_lines else 0,
         summary=counter.count_text(summary_text) if summary_text else 0,

@@ -6,16 +6,21 @@ import math
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from langmem_tiers.errors import ConfigError
 from langmem_tiers.recall.fusion import (
     FusionParams,
+    NearDuplicates,
     ScoreParts,
     fuse,
     jaccard,
     recency_weight,
     retention,
     rrf,
+    set_jaccard,
+    word_set,
 )
 
 DAY = 86400.0
@@ -177,3 +182,28 @@ def test_fuse_extra_lists_and_boosts() -> None:
     boosted = dict(fuse(["a", "b"], ["b", "c"], boosts={"c": 3.0}))
     assert boosted["c"].boost == 3.0
     assert boosted["c"].total == pytest.approx(3.0 * dict(plain)["c"].total)
+
+
+_WORDS = st.sets(st.sampled_from([f"w{i}" for i in range(14)]), max_size=12).map(frozenset)
+
+
+@settings(max_examples=300, deadline=None)
+@given(sets=st.lists(_WORDS, max_size=25), threshold=st.sampled_from([0.0, 0.3, 0.5, 0.7, 0.85, 0.9, 1.0, 1.2]))
+def test_near_duplicates_find_exactly_the_pairs_every_comparison_finds(sets: list[frozenset[str]],
+                                                                       threshold: float) -> None:
+    # Prefix filtering compares few pairs; it must decide every set as comparing all kept ones would.
+    near = NearDuplicates(threshold)
+    kept: list[frozenset[str]] = []
+    for words in sets:
+        brute = any(set_jaccard(words, k) >= threshold for k in kept)
+        assert near.seen(words) is brute, (words, kept, threshold)
+        if not brute:
+            near.add(words)
+            kept.append(words)
+
+
+def test_near_duplicates_keep_a_near_copy_out_and_a_different_text_in() -> None:
+    near = NearDuplicates(0.85)
+    near.add(word_set("user: we moved to Lisbon in May\nassistant: how is the new flat?"))
+    assert near.seen(word_set("user: we moved to Lisbon in May!\nassistant: How is the new flat?"))
+    assert not near.seen(word_set("user: my sister moved to Porto\nassistant: is she happy there?"))

@@ -31,7 +31,7 @@ from langmem_tiers.flow import Blocking, Drivers, Embed, Flow, wait_free
 from langmem_tiers.journal.base import Journal, Namespace, OutboxItem, Record, Scope
 from langmem_tiers.memory_types.expiry import is_expired
 from langmem_tiers.memory_types.fields import EXPIRES_AT, WORKING_KIND
-from langmem_tiers.recall.fusion import FusionParams, ScoreParts, fuse, set_jaccard, word_set
+from langmem_tiers.recall.fusion import FusionParams, NearDuplicates, ScoreParts, fuse, word_set
 from langmem_tiers.recall.hits import RecallHit
 from langmem_tiers.recall.options import RecallOptions
 from langmem_tiers.recall.query import analyze, feedback_terms, has_time_expression
@@ -429,7 +429,7 @@ class RecallIndex:
     def select(self, ranked: Sequence[Ranked], k: int) -> list[RecallHit]:
         """The first ``k`` of ``ranked`` as hits, one per turn and no near-duplicates."""
         out: list[RecallHit] = []
-        kept_words: list[frozenset[str]] = []  # each kept hit's words, split once (the near-duplicate check)
+        kept = NearDuplicates(self.dedupe_threshold)  # each kept hit's words, split once
         turn_messages: set[int] = set()  # the messages of the turns kept so far
         for r, parts in ranked:
             # One hit per turn: a long turn is indexed as several chunks, and a turn that grew after it
@@ -437,12 +437,9 @@ class RecallIndex:
             if r.kind == "turn" and not turn_messages.isdisjoint(r.message_ids):
                 continue
             words = word_set(r.text)
-            # Jaccard cannot exceed the ratio of the two sizes: most pairs are settled without a set operation.
-            t = self.dedupe_threshold
-            if any(len(kept) * t <= len(words) and len(words) * t <= len(kept) and set_jaccard(words, kept) >= t
-                   for kept in kept_words):
+            if kept.seen(words):
                 continue
-            kept_words.append(words)
+            kept.add(words)
             if r.kind == "turn":
                 turn_messages.update(r.message_ids)
             out.append(_hit(r, parts.total, vars(parts)))

@@ -121,7 +121,7 @@ def test_a_version_7_journal_migrates_with_counters_from_its_records(backend: Ba
     assert backend.journal().scope_versions([1]) == {1: (new, 1, 1)}
 
 
-@pytest.mark.parametrize("version", [1, 3, 8])
+@pytest.mark.parametrize("version", [1, 3, 8, 9])
 def test_older_journals_reach_the_current_version(backend: Backend, version: int) -> None:
     backend.create_at_version(version)
     journal = backend.journal()
@@ -136,6 +136,10 @@ def test_older_journals_reach_the_current_version(backend: Backend, version: int
            "SELECT indexname FROM pg_indexes WHERE schemaname=current_schema() AND indexname=?")
     with journal._autocommit() as db:  # type: ignore[attr-defined]
         assert db.all(sql, ("records_memories",)) == [("records_memories",)]
+    # Version 10: a pinned flag set moves the scope's stamp.
+    listing = journal.scope_listing(Scope("user", Namespace("old", "u")))
+    journal.update_record(rid, pinned=True)
+    assert journal.scope_listing(Scope("user", Namespace("old", "u"))) is not listing
 
 
 def _listing_matches_the_journal(journal: Journal, scope: Scope) -> ScopeListing:
@@ -173,10 +177,10 @@ def test_an_unchanged_scope_gets_the_same_listing_and_a_grown_one_reads_only_wha
     assert journal.scope_listing(scope) is grown
 
 
-@pytest.mark.parametrize("change", ["delete", "edit", "new session", "erase session", "out of order"])
+@pytest.mark.parametrize("change", ["delete", "edit", "pin", "unpin", "new session", "erase session", "out of order"])
 def test_any_other_change_reads_the_whole_listing_again(journal: Journal, change: str) -> None:
     a, b = _ns(journal, "a", "u"), _ns(journal, "b", "u")
-    [ra] = journal.add_records(a, [NewRecord("turn", "a turn")])
+    [ra] = journal.add_records(a, [NewRecord("turn", "a turn", pinned=change == "unpin")])
     journal.add_records(b, [NewRecord("turn", "b turn"), NewRecord("turn", "b again")])
     scope = Scope("user", Namespace("a", "u"))
     first = _listing_matches_the_journal(journal, scope)
@@ -184,6 +188,8 @@ def test_any_other_change_reads_the_whole_listing_again(journal: Journal, change
         journal.delete_records([ra])
     elif change == "edit":
         journal.update_record(ra, text="a turn, edited")
+    elif change in ("pin", "unpin"):
+        journal.update_record(ra, pinned=change == "pin")
     elif change == "new session":
         _ns(journal, "d", "u")
     elif change == "erase session":

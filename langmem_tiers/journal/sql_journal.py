@@ -47,7 +47,9 @@ NAMES_KEPT = 4096
 LISTINGS_KEPT = 64
 # A scope's stamp (ScopeListing.stamp): read before every listing, over the scope's namespaces rows.
 _STAMP = ("SELECT count(*), coalesce(sum(ns), 0), coalesce(max(ns), 0), coalesce(sum(last_record_id), 0), "
-          "coalesce(sum(records_deleted), 0), coalesce(sum(records_edited), 0) FROM namespaces")
+          "coalesce(sum(records_deleted), 0), coalesce(sum(records_edited), 0), "
+          "coalesce(sum(records_repinned), 0) FROM namespaces")
+_STAMP_FIELDS = 7
 
 
 # Listing generations, unique in the process: an index that was handed listings of two journals
@@ -256,21 +258,21 @@ class SqlJournal:
         """The scope's namespaces and counters: the listing this journal gave last for the scope when one
         aggregate read (``_STAMP``) shows nothing changed, else a new one, read in one snapshot.
 
-        The stamp holds the namespaces' count, id sum and largest id and the sums of their three
-        counters. The counters never go back while a namespace exists, so a record added, deleted or
-        edited grows a sum, and a namespace added or deleted changes the count or the id sum (ids are
-        never reused), short of deletes and additions that cancel in every one of the six at once.
-        Freshness only rests on it: records are always read from the journal by id, so an erased one
-        is never returned because a listing was stale. When only records were added, just the
-        namespaces that gained them are read (``last_record_id`` above the listing's largest), and
-        the listing is kept only if their counters account for the whole growth of the sum (a
-        PostgreSQL transaction may commit a smaller id after a larger one); else every row is read.
+        The stamp holds the namespaces' count, id sum and largest id and the sums of their four
+        counters. The counters never go back while a namespace exists, so a record added, deleted,
+        edited or pinned or unpinned grows a sum, and a namespace added or deleted changes the count
+        or the id sum (ids are never reused), short of deletes and additions that cancel in every one
+        of the seven at once. Freshness only rests on it: records are always read from the journal by
+        id, so an erased one is never returned because a listing was stale. When only records were
+        added, just the namespaces that gained them are read (``last_record_id`` above the listing's
+        largest), and the listing is kept only if their counters account for the whole growth of the
+        sum (a PostgreSQL transaction may commit a smaller id after a larger one); else every row is read.
         """
         where, args = _scope_where(scope)
         key = (scope.effective_kind, *args)
         with self._snapshot() as db:
             row = db.one(f"{_STAMP}{where}", args)
-            stamp = tuple(int(v) for v in row) if row else (0,) * 6
+            stamp = tuple(int(v) for v in row) if row else (0,) * _STAMP_FIELDS
             cached = self._listings.get(key)
             if cached is not None and cached.stamp == stamp:
                 return cached

@@ -121,7 +121,7 @@ def test_a_version_7_journal_migrates_with_counters_from_its_records(backend: Ba
     assert backend.journal().scope_versions([1]) == {1: (new, 1, 1)}
 
 
-@pytest.mark.parametrize("version", [1, 3, 8])
+@pytest.mark.parametrize("version", [1, 3, 8, 9])
 def test_older_journals_reach_the_current_version(backend: Backend, version: int) -> None:
     backend.create_at_version(version)
     journal = backend.journal()
@@ -136,6 +136,11 @@ def test_older_journals_reach_the_current_version(backend: Backend, version: int
            "SELECT indexname FROM pg_indexes WHERE schemaname=current_schema() AND indexname=?")
     with journal._autocommit() as db:  # type: ignore[attr-defined]
         assert db.all(sql, ("records_memories",)) == [("records_memories",)]
+    # Version 10: a pinned flag set moves the scope's stamp, so the listing's memories follow it.
+    listing = journal.scope_listing(Scope("user", Namespace("old", "u")))
+    assert listing.memories == {1}
+    journal.update_record(rid, pinned=True)
+    assert journal.scope_listing(Scope("user", Namespace("old", "u"))) is not listing
 
 
 def _listing_matches_the_journal(journal: Journal, scope: Scope) -> ScopeListing:
@@ -144,6 +149,9 @@ def _listing_matches_the_journal(journal: Journal, scope: Scope) -> ScopeListing
     assert listing.ids == tuple(sorted(listing.ids_by_name.values()))
     assert dict(listing.versions) == journal.scope_versions(list(listing.ids))
     assert listing.key == frozenset(listing.ids)
+    # The sessions holding a memory: what filtering every record of the scope finds.
+    assert listing.memories == {listing.ids_by_name[r.namespace] for r in journal.scoped_records(listing.ids)
+                                if r.kind != "turn" or r.pinned}
     return listing
 
 
@@ -173,10 +181,10 @@ def test_an_unchanged_scope_gets_the_same_listing_and_a_grown_one_reads_only_wha
     assert journal.scope_listing(scope) is grown
 
 
-@pytest.mark.parametrize("change", ["delete", "edit", "new session", "erase session", "out of order"])
+@pytest.mark.parametrize("change", ["delete", "edit", "pin", "unpin", "new session", "erase session", "out of order"])
 def test_any_other_change_reads_the_whole_listing_again(journal: Journal, change: str) -> None:
     a, b = _ns(journal, "a", "u"), _ns(journal, "b", "u")
-    [ra] = journal.add_records(a, [NewRecord("turn", "a turn")])
+    [ra] = journal.add_records(a, [NewRecord("turn", "a turn", pinned=change == "unpin")])
     journal.add_records(b, [NewRecord("turn", "b turn"), NewRecord("turn", "b again")])
     scope = Scope("user", Namespace("a", "u"))
     first = _listing_matches_the_journal(journal, scope)
@@ -184,6 +192,8 @@ def test_any_other_change_reads_the_whole_listing_again(journal: Journal, change
         journal.delete_records([ra])
     elif change == "edit":
         journal.update_record(ra, text="a turn, edited")
+    elif change in ("pin", "unpin"):
+        journal.update_record(ra, pinned=change == "pin")
     elif change == "new session":
         _ns(journal, "d", "u")
     elif change == "erase session":
@@ -216,3 +226,93 @@ def test_scoped_records_filter_like_a_plain_scan(journal: Journal, kinds: list[s
     assert len(every) == 8
     expected = [r.id for r in every if (not kinds or r.kind in kinds) and (r.pinned or not pinned_only)]
     assert [r.id for r in journal.scoped_records([a, b], kinds, pinned_only)] == expected
+
+
+def test_a_listing_names_the_sessions_holding_a_memory_or_a_pinned_record(journal: Journal) -> None:
+    turns, fact, pinned_turn, pinned_fact, empty = (_ns(journal, n, "u") for n in ("t", "f", "pt", "pf", "e"))
+    elsewhere = _ns(journal, "x", "someone else")
+    journal.add_records(turns, [NewRecord("turn", "one"), NewRecord("turn", "two")])
+    journal.add_records(fact, [NewRecord("turn", "one"), NewRecord("fact", "a fact")])
+    journal.add_records(pinned_turn, [NewRecord("turn", "one"), NewRecord("turn", "pinned", pinned=True)])
+    journal.add_records(pinned_fact, [NewRecord("preference", "pinned", pinned=True)])
+    journal.add_records(elsewhere, [NewRecord("fact", "another user's fact", pinned=True)])
+    listing = _listing_matches_the_journal(journal, Scope("user", Namespace("t", "u")))
+    assert listing.ids == (turns, fact, pinned_turn, pinned_fact, empty)
+    assert listing.memories == {fact, pinned_turn, pinned_fact}
+    assert _listing_matches_the_journal(journal, Scope("session", Namespace("t", "u"))).memories == frozenset()
+
+
+def test_the_memory_probes_use_the_partial_indexes(backend: Backend, journal: Journal) -> None:
+    """Each session's two probes land in records_memories and records_pinned, never among its turns."""
+    from langmem_tiers.journal.sql_journal import _holds_memory
+
+    ns_id = _ns(journal, "a", "u")
+    journal.add_records(ns_id, [NewRecord("turn", f"turn {i}") for i in range(50)])
+    if backend.name == "sqlite":
+        sql = f"EXPLAIN QUERY PLAN SELECT ns, {_holds_memory('1')} FROM namespaces WHERE user_id='u'"
+        with journal._autocommit() as db:  # type: ignore[attr-defined]
+            plan = " | ".join(str(r[-1]) for r in db.all(sql, ()))
+    else:
+        sql = f"EXPLAIN SELECT ns, {_holds_memory('TRUE')} FROM namespaces WHERE user_id='u'"
+        with journal._txn() as db:  # type: ignore[attr-defined]
+            db.execute("ANALYZE records", ())  # as autovacuum would: the planner learns that few are pinned
+            db.execute("SET LOCAL enable_seqscan = off", ())  # a tiny table: show that the indexes apply
+            plan = " | ".join(str(r[0]) for r in db.all(sql, ()))
+    assert "records_memories" in plan, plan
+    assert "records_pinned" in plan, plan
+    assert "SCAN r " not in f"{plan} ", plan  # SQLite's walk of a table
+    assert "Seq Scan on records" not in plan, plan
+
+
+def test_a_memory_added_to_a_session_of_turns_enters_through_the_grown_path(journal: Journal) -> None:
+    a, b, c = _ns(journal, "a", "u"), _ns(journal, "b", "u"), _ns(journal, "c", "u")
+    journal.add_records(a, [NewRecord("turn", "a turn")])
+    journal.add_records(b, [NewRecord("fact", "b's fact")])
+    journal.add_records(c, [NewRecord("turn", "c turn")])
+    scope = Scope("user", Namespace("a", "u"))
+    first = _listing_matches_the_journal(journal, scope)
+    assert first.memories == {b}
+    journal.add_records(a, [NewRecord("turn", "another turn")])
+    more_turns = _listing_matches_the_journal(journal, scope)
+    assert (more_turns.base, more_turns.changed, more_turns.memories) == (first.generation, {a}, {b})
+    journal.add_records(c, [NewRecord("fact", "c remembers")])
+    grown = _listing_matches_the_journal(journal, scope)
+    # Only c was read again (its row and its two probes); b kept its place without a probe.
+    assert (grown.base, grown.changed, grown.memories) == (more_turns.generation, {c}, {b, c})
+    assert journal.scope_listing(scope) is grown
+
+
+def test_pinning_and_unpinning_a_turn_moves_its_session_in_and_out(journal: Journal) -> None:
+    a, b = _ns(journal, "a", "u"), _ns(journal, "b", "u")
+    [turn, _] = journal.add_records(a, [NewRecord("turn", "pin me"), NewRecord("turn", "not me")])
+    journal.add_records(b, [NewRecord("turn", "b turn")])
+    scope = Scope("user", Namespace("a", "u"))
+    assert _listing_matches_the_journal(journal, scope).memories == frozenset()
+    journal.update_record(turn, pinned=True)
+    pinned = _listing_matches_the_journal(journal, scope)
+    assert (pinned.memories, pinned.base) == ({a}, 0)
+    assert [r.id for r in journal.scoped_records(sorted(pinned.memories), pinned_only=True)] == [turn]
+    journal.update_record(turn, pinned=True)  # already pinned: nothing changed, the same listing
+    assert journal.scope_listing(scope) is pinned
+    journal.update_record(turn, pinned=False)
+    assert _listing_matches_the_journal(journal, scope).memories == frozenset()
+
+
+def test_deleting_a_sessions_last_memory_or_the_session_takes_it_out(journal: Journal) -> None:
+    a, b, c = _ns(journal, "a", "u"), _ns(journal, "b", "u"), _ns(journal, "c", "u")
+    f1, f2 = journal.add_records(a, [NewRecord("fact", "one"), NewRecord("preference", "two")])
+    journal.add_records(b, [NewRecord("turn", "b turn"), NewRecord("fact", "b's fact")])
+    journal.add_records(c, [NewRecord("skill", "c's skill")])
+    scope = Scope("user", Namespace("a", "u"))
+    assert _listing_matches_the_journal(journal, scope).memories == {a, b, c}
+    journal.delete_records([f1])
+    assert _listing_matches_the_journal(journal, scope).memories == {a, b, c}  # a holds another
+    journal.delete_records([f2])
+    assert _listing_matches_the_journal(journal, scope).memories == {b, c}
+    journal.clear_session(b, keep_memories=True)  # its turns go, its memory stays
+    assert _listing_matches_the_journal(journal, scope).memories == {b, c}
+    journal.clear_session(b)
+    assert _listing_matches_the_journal(journal, scope).memories == {c}
+    journal.delete_namespaces([c])
+    erased = _listing_matches_the_journal(journal, scope)
+    assert (erased.ids, erased.memories) == ((a, b), frozenset())

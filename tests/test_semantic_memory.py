@@ -290,6 +290,32 @@ def test_profile_delivers_current_facts_dated_and_history_only_when_asked(tmp_pa
         assert len(persona.context(query="Where do I live?").profile) == 2  # unrelated facts fill the share
 
 
+def test_a_memory_of_an_old_session_of_turns_reaches_a_handle_that_read_the_user_before(tmp_path: Path) -> None:
+    """context() reads the profile and the pinned memories only from the sessions its journal's listing
+    says hold one (ScopeListing.memories, kept across calls): a fact remembered later in an old session
+    of turns, and a turn pinned in another, each through another handle, still reach it."""
+    for session in ("old", "older"):
+        with open_memory(tmp_path, session) as old:
+            chat(old, [f"I keep my bike in the garden shed, says the {session} session"])
+            evict_all(old)
+            assert old.facts() == []  # turns only
+    question = "Where do I live?"
+    with open_memory(tmp_path, "live") as live:
+        live.add("user", question)
+        assert (live.context(query=question).profile, live.context(query=question).pinned) == ((), ())
+        with open_memory(tmp_path, "old") as old:
+            old.remember("Lives in Lisbon", key="home_city")
+        assert [p.text.split(") ", 1)[1] for p in live.context(query=question).profile] == ["Lives in Lisbon"]
+        with open_memory(tmp_path, "older") as older:
+            [turn] = older.search("bike garden shed older", kinds=["turn"])[:1]
+            assert "older session" in turn.text
+            assert older.pin(turn.record_id)
+        assert live.context(query=question).pinned == (turn.text,)  # pinned: in every context of the user
+        with open_memory(tmp_path, "older") as older:
+            assert older.pin(turn.record_id, pinned=False)
+        assert live.context(query=question).pinned == ()
+
+
 def test_profile_stays_within_its_share_and_reports_what_it_left_out(tmp_path: Path) -> None:
     config = SMALL_CONFIG.with_changes(profile_tokens=30)
     with open_memory(tmp_path, config=config) as memory:

@@ -19,7 +19,7 @@ from langmem_tiers.errors import InvalidNamespaceError, JournalError, SchemaVers
 from langmem_tiers.messages import MAX_KEY_CHARS, Message
 from langmem_tiers.text import query_words
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 MAX_ID_CHARS = 512
 # A keyword query keeps at most this many distinct words: a pasted document as the query
 # (20k distinct words) overflowed PostgreSQL's parser stack and made FTS5 rank every record.
@@ -278,10 +278,13 @@ Versions = tuple[int, int, int]  # (largest record id ever inserted, records del
 class ScopeListing:
     """A scope's namespaces as one read saw them, with their version counters (``Journal.scope_versions``).
 
-    ``ids_by_name`` maps each namespace to its id. ``generation`` names this listing; when it was made
-    from an earlier one by reading only the namespaces that gained records, ``base`` is that one's
-    generation and ``changed`` those namespaces, so an in-process index synced to ``base`` looks at
-    ``changed`` alone (``base`` is 0 otherwise). A listing is never modified: a newer read makes a new one.
+    ``ids_by_name`` maps each namespace to its id. ``memories`` holds the ids of those with a record that
+    is not a turn or is pinned: all that a read of the scope's memories (kinds without ``"turn"``) or of
+    its pinned records has to probe (a user's 10,000 sessions of turns hold a handful). ``generation``
+    names this listing; when it was made from an earlier one by reading only the namespaces that gained
+    records, ``base`` is that one's generation and ``changed`` those namespaces, so an in-process index
+    synced to ``base`` looks at ``changed`` alone (``base`` is 0 otherwise). A listing is never
+    modified: a newer read makes a new one.
     """
 
     ids: tuple[int, ...]  # in id order
@@ -290,21 +293,25 @@ class ScopeListing:
     generation: int
     key: frozenset[int]  # the ids as a set
     ids_by_name: Mapping[Namespace, int]
+    memories: frozenset[int] = frozenset()
     base: int = 0
     changed: frozenset[int] = frozenset()
 
     @classmethod
-    def read(cls, rows: Sequence[tuple[int, Namespace, Versions]], stamp: tuple[int, ...],
+    def read(cls, rows: Sequence[tuple[int, Namespace, Versions, bool]], stamp: tuple[int, ...],
              generation: int) -> ScopeListing:
-        """A listing of every row read (in id order)."""
-        ids = tuple(n for n, _, _ in rows)
-        return cls(ids, {n: v for n, _, v in rows}, stamp, generation, frozenset(ids), {ns: n for n, ns, _ in rows})
+        """A listing of every row read (in id order); a row's last field says whether it holds a memory."""
+        ids = tuple(n for n, _, _, _ in rows)
+        return cls(ids, {n: v for n, _, v, _ in rows}, stamp, generation, frozenset(ids),
+                   {ns: n for n, ns, _, _ in rows}, frozenset(n for n, _, _, holds in rows if holds))
 
     def grown(self, versions: Mapping[int, Versions], stamp: tuple[int, ...], generation: int,
-              changed: frozenset[int]) -> ScopeListing:
-        """This listing with newer counters for the same namespaces, ``changed`` of them grown."""
-        return replace(self, versions=versions, stamp=stamp, generation=generation, base=self.generation,
-                       changed=changed)
+              changed: Mapping[int, bool]) -> ScopeListing:
+        """This listing with newer counters for the same namespaces, ``changed`` of them grown (each
+        with whether it holds a memory now; the others' membership stands)."""
+        memories = (self.memories - changed.keys()) | {n for n, holds in changed.items() if holds}
+        return replace(self, versions=versions, stamp=stamp, generation=generation, memories=memories,
+                       base=self.generation, changed=frozenset(changed))
 
 
 @dataclass(frozen=True)

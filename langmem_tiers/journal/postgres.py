@@ -226,8 +226,22 @@ V9_SQL = """
 CREATE INDEX records_memories ON records (ns, kind) WHERE kind <> 'turn';
 """
 
+# Schema version 10, pinned flags in the scope's stamp (see sqlite.py's V10_SQL for why): a counter of the
+# pinned flags set or cleared, kept by a trigger (``update_record`` changes one record per statement).
+V10_SQL = """
+ALTER TABLE namespaces ADD COLUMN records_repinned BIGINT NOT NULL DEFAULT 0;
+CREATE FUNCTION records_scope_repinned() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE namespaces SET records_repinned = records_repinned + 1 WHERE ns = NEW.ns;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER records_scope_ap AFTER UPDATE OF pinned ON records FOR EACH ROW
+    WHEN (OLD.pinned IS DISTINCT FROM NEW.pinned)
+    EXECUTE FUNCTION records_scope_repinned();
+"""
+
 MIGRATIONS: tuple[str | Callable[[Sql], None], ...] = (
-    *_OLD_MIGRATIONS, _migrate_to_v4, V5_SQL, V6_SQL, V7_SQL, V8_SQL, V9_SQL)
+    *_OLD_MIGRATIONS, _migrate_to_v4, V5_SQL, V6_SQL, V7_SQL, V8_SQL, V9_SQL, V10_SQL)
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 # The server's clock, in epoch seconds: leases and retry times of replicas on several hosts

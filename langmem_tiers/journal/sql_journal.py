@@ -47,7 +47,20 @@ NAMES_KEPT = 4096
 LISTINGS_KEPT = 64
 # A scope's stamp (ScopeListing.stamp): read before every listing, over the scope's namespaces rows.
 _STAMP = ("SELECT count(*), coalesce(sum(ns), 0), coalesce(max(ns), 0), coalesce(sum(last_record_id), 0), "
-          "coalesce(sum(records_deleted), 0), coalesce(sum(records_edited), 0) FROM namespaces")
+          "coalesce(sum(records_deleted), 0), coalesce(sum(records_edited), 0), "
+          "coalesce(sum(records_repinned), 0) FROM namespaces")
+_STAMP_FIELDS = 7
+
+
+def _holds_memory(true: str) -> str:
+    """Whether the namespaces row read holds a record that is not a turn or is pinned (ScopeListing.memories).
+
+    Two probes that repeat the conditions of the partial indexes records_memories (ns, kind) WHERE
+    kind <> 'turn' (schema v9) and records_pinned (ns) WHERE pinned: each lands among the session's
+    few memories or pinned records, never among its turns.
+    """
+    return ("(EXISTS (SELECT 1 FROM records r WHERE r.ns = namespaces.ns AND r.kind <> 'turn') "
+            f"OR EXISTS (SELECT 1 FROM records r WHERE r.ns = namespaces.ns AND r.pinned = {true}))")
 
 
 # Listing generations, unique in the process: an index that was handed listings of two journals
@@ -99,8 +112,8 @@ def _only_added(before: tuple[int, ...], now: tuple[int, ...]) -> bool:
 
 
 def _grown(cached: ScopeListing, stamp: tuple[int, ...], rows: Sequence[Any], generation: int) -> ScopeListing | None:
-    """``cached`` with the counters of the namespaces that gained records (``rows``), or ``None`` when
-    those do not account for the stamp's whole growth (a row was missed: read them all)."""
+    """``cached`` with the counters (and memories) of the namespaces that gained records (``rows``), or
+    ``None`` when those do not account for the stamp's whole growth (a row was missed: read them all)."""
     versions: dict[int, Versions] = dict(cached.versions)
     total = cached.stamp[3]
     for r in rows:
@@ -112,7 +125,7 @@ def _grown(cached: ScopeListing, stamp: tuple[int, ...], rows: Sequence[Any], ge
         versions[ns_id] = (int(r[1]), int(r[2]), int(r[3]))
     if total != stamp[3]:
         return None
-    return cached.grown(versions, stamp, generation, frozenset(int(r[0]) for r in rows))
+    return cached.grown(versions, stamp, generation, {int(r[0]): bool(r[4]) for r in rows})
 
 
 def check_version(version: int, where: str) -> None:
@@ -256,35 +269,47 @@ class SqlJournal:
         """The scope's namespaces and counters: the listing this journal gave last for the scope when one
         aggregate read (``_STAMP``) shows nothing changed, else a new one, read in one snapshot.
 
-        The stamp holds the namespaces' count, id sum and largest id and the sums of their three
-        counters. The counters never go back while a namespace exists, so a record added, deleted or
-        edited grows a sum, and a namespace added or deleted changes the count or the id sum (ids are
-        never reused), short of deletes and additions that cancel in every one of the six at once.
-        Freshness only rests on it: records are always read from the journal by id, so an erased one
-        is never returned because a listing was stale. When only records were added, just the
-        namespaces that gained them are read (``last_record_id`` above the listing's largest), and
-        the listing is kept only if their counters account for the whole growth of the sum (a
-        PostgreSQL transaction may commit a smaller id after a larger one); else every row is read.
+        The stamp holds the namespaces' count, id sum and largest id and the sums of their four
+        counters. The counters never go back while a namespace exists, so a record added, deleted,
+        edited or pinned or unpinned grows a sum, and a namespace added or deleted changes the count
+        or the id sum (ids are never reused), short of deletes and additions that cancel in every one
+        of the seven at once. Freshness only rests on it: records are always read from the journal by
+        id, so an erased one is never returned because a listing was stale. When only records were
+        added, just the namespaces that gained them are read (``last_record_id`` above the listing's
+        largest), and the listing is kept only if their counters account for the whole growth of the
+        sum (a PostgreSQL transaction may commit a smaller id after a larger one); else every row is read.
+
+        ``memories`` (the namespaces holding a record that is not a turn or is pinned) is read with
+        the rows, from the same snapshot as the stamp, and stays right while the stamp does: a
+        namespace can only enter it by gaining a record (``last_record_id`` grows: the grown path
+        probes exactly the namespaces that gained records and keeps the others' membership) or by
+        a record's pinned flag set (``records_repinned``, schema v10: every row is read again); it
+        can only leave it by a record deleted (``records_deleted``, counted by a trigger on every
+        delete: ``delete_records``, ``clear_session``, ``erase_messages``, the expiry sweep) or
+        unpinned (``records_repinned``), both read every row again. No statement changes a record's
+        kind or moves it to another session (outside the version 4 migration, which runs before any
+        listing). Text edits and supersession leave it as it was. Erasing a namespace
+        (``delete_namespaces``) empties this journal's listings, and changes the count for others.
         """
         where, args = _scope_where(scope)
         key = (scope.effective_kind, *args)
         with self._snapshot() as db:
             row = db.one(f"{_STAMP}{where}", args)
-            stamp = tuple(int(v) for v in row) if row else (0,) * 6
+            stamp = tuple(int(v) for v in row) if row else (0,) * _STAMP_FIELDS
             cached = self._listings.get(key)
             if cached is not None and cached.stamp == stamp:
                 return cached
             listing = None
             if cached is not None and _only_added(cached.stamp, stamp):
                 floor = max((v[0] for v in cached.versions.values()), default=0)
-                grown = db.all(f"SELECT ns, last_record_id, records_deleted, records_edited FROM namespaces{where} "
-                               "AND last_record_id > ?", (*args, floor))
+                grown = db.all(f"SELECT ns, last_record_id, records_deleted, records_edited, {_holds_memory(db.TRUE)} "
+                               f"FROM namespaces{where} AND last_record_id > ?", (*args, floor))
                 listing = _grown(cached, stamp, grown, self._listings.generation())
             if listing is None:
                 rows = db.all(f"SELECT ns, session_id, user_id, agent_id, last_record_id, records_deleted, "
-                              f"records_edited FROM namespaces{where} ORDER BY ns", args)
-                listing = ScopeListing.read([(int(r[0]), Namespace(r[1], r[2], r[3]), (int(r[4]), int(r[5]), int(r[6])))
-                                             for r in rows], stamp, self._listings.generation())
+                              f"records_edited, {_holds_memory(db.TRUE)} FROM namespaces{where} ORDER BY ns", args)
+                listing = ScopeListing.read([(int(r[0]), Namespace(r[1], r[2], r[3]), (int(r[4]), int(r[5]), int(r[6])),
+                                              bool(r[7])) for r in rows], stamp, self._listings.generation())
         self._listings.put(key, listing)
         return listing
 

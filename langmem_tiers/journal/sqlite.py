@@ -271,8 +271,20 @@ V9_SQL = """
 CREATE INDEX records_memories ON records (ns, kind) WHERE kind <> 'turn';
 """
 
+# Schema version 10, pinned flags in the scope's stamp: ``Journal.scope_listing`` trusts what it read
+# of a scope while the sums of these counters stay put, and a listing that tells which sessions hold
+# pinned records must see a flag set or cleared (``update_record``), which moved no counter
+# (``records_edited`` counts changes of the indexed text only). This counts those changes.
+V10_SQL = """
+ALTER TABLE namespaces ADD COLUMN records_repinned INTEGER NOT NULL DEFAULT 0;
+CREATE TRIGGER records_scope_ap AFTER UPDATE OF pinned ON records
+WHEN old.pinned IS NOT new.pinned BEGIN
+    UPDATE namespaces SET records_repinned = records_repinned + 1 WHERE ns = new.ns;
+END;
+"""
+
 MIGRATIONS: tuple[str | Callable[[Sql], None], ...] = (
-    *_OLD_MIGRATIONS, _migrate_to_v4, V5_SQL, V6_SQL, V7_SQL, V8_SQL, V9_SQL)
+    *_OLD_MIGRATIONS, _migrate_to_v4, V5_SQL, V6_SQL, V7_SQL, V8_SQL, V9_SQL, V10_SQL)
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 # How long a freshly opened journal waits on the file before reporting it busy.

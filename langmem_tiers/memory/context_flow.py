@@ -86,7 +86,8 @@ def typed_kinds(m: TieredMemory) -> list[str]:
 
 
 def typed_records(m: TieredMemory, memo: RequestMemo | None = None) -> list[Record]:
-    return m.journal.scoped_records(reads.user_ns_ids(m, memo), typed_kinds(m))
+    kinds = typed_kinds(m)
+    return m.journal.scoped_records(reads.user_ns_ids(m, memo, kinds), kinds)
 
 
 def recall_k(m: TieredMemory, budget: int | None, state: SessionState, window: Sequence[WindowMessage],

@@ -118,11 +118,9 @@ def cleanup_flow(m: TieredMemory, max_age: float | None, min_importance: float |
                  kinds: Sequence[str] | None, dry_run: bool, expired: bool) -> Flow[list[RecallHit]]:
     """This user's records that are old, weak or expired; erased unless ``dry_run``."""
     recall = m._require_recall()
-    scope = Scope("user", m.namespace)
     now = time.time()
     clock_now = m.clock()
-    records: list[Record] = yield Blocking(
-        lambda: m.journal.scoped_records([n for n, _ in m.journal.namespaces(scope)], kinds))
+    records: list[Record] = yield Blocking(lambda: m.journal.scoped_records(m._user_ns_ids(kinds), kinds))
     doomed = []
     swept = {r.id for r in expiry.sweepable(records, clock_now)} if expired else set()
     for r in records:
@@ -148,10 +146,9 @@ def cleanup_flow(m: TieredMemory, max_age: float | None, min_importance: float |
 def consolidate_flow(m: TieredMemory, threshold: float, kinds: Sequence[str]) -> Flow[int]:
     """Merge this user's current near-duplicate memories into the first of each group."""
     recall = m._require_recall()
-    scope = Scope("user", m.namespace)
     # Only current memories: a superseded one is history, never merged away.
     records: list[Record] = yield Blocking(lambda: [
-        r for r in m.journal.scoped_records([n for n, _ in m.journal.namespaces(scope)], list(kinds))
+        r for r in m.journal.scoped_records(m._user_ns_ids(kinds), list(kinds))
         if r.valid_to is None])
     merged_away: list[int] = []
     for i, keep in enumerate(records):

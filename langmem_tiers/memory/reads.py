@@ -15,7 +15,7 @@ from langmem_tiers.journal.base import Namespace, Record, Scope, SessionState, S
 from langmem_tiers.memory_types import expiry, fields
 from langmem_tiers.recall.engine import SearchFilters, passes
 from langmem_tiers.recall.hits import RecallHit
-from langmem_tiers.recall.request import RequestMemo, scope_listing
+from langmem_tiers.recall.request import RequestMemo, ids_to_probe, scope_listing
 from langmem_tiers.semantic.types import Fact, Triple
 
 if TYPE_CHECKING:
@@ -35,11 +35,15 @@ def snapshot(m: TieredMemory) -> tuple[SessionState, list[WindowMessage], int]:
     return state, window, pending
 
 
-def user_ns_ids(m: TieredMemory, memo: RequestMemo | None = None) -> Sequence[int]:
-    """This user's sessions (keys and the profile are scoped to the user; without a user id,
-    to this session). This session is always in, even when created a moment ago."""
+def user_ns_ids(m: TieredMemory, memo: RequestMemo | None = None,
+                kinds: Sequence[str] | None = None) -> Sequence[int]:
+    """This user's sessions (keys and the profile are scoped to the user; without a user id, to this
+    session) where a read of ``kinds`` can find a record: only those holding a memory when the kinds
+    leave turns out (:func:`~langmem_tiers.recall.request.ids_to_probe`), every one otherwise. This
+    session is in too when the listing lacks it (created a moment ago)."""
     listing = scope_listing(m.journal, Scope("user", m.namespace), memo)
-    return listing.ids if m._ns_id in listing.key else [*listing.ids, m._ns_id]
+    ids = ids_to_probe(listing, kinds)
+    return ids if m._ns_id in listing.key else [*ids, m._ns_id]
 
 
 def recount_window(m: TieredMemory) -> None:
@@ -101,8 +105,8 @@ def facts_flow(m: TieredMemory, include_superseded: bool, kinds: Sequence[str] |
         raise ConfigError(f"kinds must be a list of kind names, e.g. ['fact', 'preference']; got {kinds!r:.80}")
     if where is not None and not isinstance(where, Mapping):
         raise ConfigError(f"where must be a mapping of metadata field to value; got {where!r:.80}")
-    records: list[Record] = yield Blocking(
-        lambda: m.journal.scoped_records(m._user_ns_ids(), list(kinds) if kinds else None))
+    wanted = list(kinds) if kinds else None
+    records: list[Record] = yield Blocking(lambda: m.journal.scoped_records(m._user_ns_ids(wanted), wanted))
     filters = SearchFilters(where=where, since=since, until=until, now=m.clock())
     return [fact(r) for r in records if r.kind != "turn" and (include_superseded or r.valid_to is None)
             and passes(r, filters)]

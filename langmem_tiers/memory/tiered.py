@@ -590,8 +590,8 @@ class TieredMemory:
     def _snapshot(self) -> tuple[SessionState, list[WindowMessage], int]:
         return reads.snapshot(self)
 
-    def _user_ns_ids(self) -> Sequence[int]:
-        return reads.user_ns_ids(self)
+    def _user_ns_ids(self, kinds: Sequence[str] | None = None) -> Sequence[int]:
+        return reads.user_ns_ids(self, kinds=kinds)
 
     def _reopen_session(self) -> None:
         """This session was erased through another handle: start it afresh under a new id."""

@@ -210,10 +210,9 @@ def sweep_flow(m: TieredMemory) -> Flow[int]:
     if m.recall is None or not m._sweep.due(m.namespace, m.clock(), m.config.expiry_sweep_s):
         return 0
     try:
-        ns_ids = yield Blocking(m._user_ns_ids)
-        erased: int = yield from expiry.erase_expired_flow(m.journal, m.recall, ns_ids, m.clock(),
-                                                           [*MEMORY_KINDS, fields.WORKING_KIND,
-                                                            expiry.STORE_ITEM_KIND])
+        kinds = [*MEMORY_KINDS, fields.WORKING_KIND, expiry.STORE_ITEM_KIND]
+        ns_ids = yield Blocking(lambda: m._user_ns_ids(kinds))
+        erased: int = yield from expiry.erase_expired_flow(m.journal, m.recall, ns_ids, m.clock(), kinds)
         m.metrics.observe_expired(erased)
     except Exception:  # a write committed before the sweep: never report it as failed
         log.exception("the expiry sweep failed; expired memories stay filtered out until the next one")

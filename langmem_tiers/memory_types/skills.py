@@ -125,7 +125,8 @@ def lead_with_skills(hits: Sequence[RecallHit], records: Iterable[Record], query
     return [*best, *(h for h in hits if h.record_id not in chosen)]
 
 
-def skills_for_flow(recall: RecallIndex, journal: Journal, scope: Scope, ns_ids: Callable[[], Sequence[int]],
+def skills_for_flow(recall: RecallIndex, journal: Journal, scope: Scope,
+                    ns_ids: Callable[[Sequence[str]], Sequence[int]],
                     situation: str, k: int, now: float) -> Flow[list[RecallHit]]:
     """``skills_for()``: recall over the scope's skills, then every current, live skill of the
     user ranked against those hits (a skill found by its trigger alone still counts)."""
@@ -133,7 +134,7 @@ def skills_for_flow(recall: RecallIndex, journal: Journal, scope: Scope, ns_ids:
         return []
     found = yield from recall.search_flow(situation, max(4 * k, 10), scope,
                                           SearchFilters(kinds=(SKILL_KIND,), now=now))
-    records = yield Blocking(lambda: journal.scoped_records(ns_ids(), [SKILL_KIND]))
+    records = yield Blocking(lambda: journal.scoped_records(ns_ids([SKILL_KIND]), [SKILL_KIND]))
     mine = [r for r in records if r.valid_to is None and not is_expired(r.metadata, now)]
     return rank_skills(mine, found, situation)[:k]
 

@@ -35,7 +35,7 @@ from langmem_tiers.recall.fusion import FusionParams, NearDuplicates, ScoreParts
 from langmem_tiers.recall.hits import RecallHit
 from langmem_tiers.recall.options import RecallOptions
 from langmem_tiers.recall.query import analyze, feedback_terms, has_time_expression
-from langmem_tiers.recall.request import RequestMemo, scope_listing
+from langmem_tiers.recall.request import RequestMemo, ids_to_probe, scope_listing
 from langmem_tiers.recall.scope_vectors import DEFAULT_MAX_BYTES, ScopeVectors
 from langmem_tiers.recall.vector_store import ChromaStore
 
@@ -540,7 +540,8 @@ class RecallIndex:
         ]
 
     def pinned(self, scope: Scope, memo: RequestMemo | None = None) -> list[Record]:
-        return self.journal.scoped_records(scope_listing(self.journal, scope, memo).ids, pinned_only=True)
+        ns_ids = ids_to_probe(scope_listing(self.journal, scope, memo), pinned_only=True)
+        return self.journal.scoped_records(ns_ids, pinned_only=True)
 
 
 def passes(r: Record, f: SearchFilters) -> bool:

@@ -4,11 +4,14 @@
 recalls across the user's sessions: each of those needs the scope's namespaces, and the in-process
 vector index their version counters. One :class:`~langmem_tiers.journal.base.ScopeListing` per scope
 serves them all; the journal hands back the same listing across calls while the scope is unchanged.
-A memo lives as long as the call that made it.
+A memo lives as long as the call that made it. The reads of memories and of pinned records probe only
+the sessions the listing says hold one (:func:`ids_to_probe`): a user of 10,000 sessions of turns
+and a few memories costs a few index probes, not 10,000.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from langmem_tiers.journal.base import Journal, Scope, ScopeListing
@@ -29,3 +32,13 @@ def scope_listing(journal: Journal, scope: Scope, memo: RequestMemo | None = Non
     if found is None:
         found = memo.listings[scope] = journal.scope_listing(scope)
     return found
+
+
+def ids_to_probe(listing: ScopeListing, kinds: Sequence[str] | None = None, pinned_only: bool = False) -> Sequence[int]:
+    """The namespaces of ``listing`` where ``Journal.scoped_records(ids, kinds, pinned_only)`` can find a
+    record, in id order: only those holding a memory or a pinned record (``ScopeListing.memories``) when
+    the read leaves turns out (kinds without ``"turn"``) or asks for pinned records only; else every one.
+    """
+    if pinned_only or (kinds and "turn" not in kinds):
+        return sorted(listing.memories)
+    return listing.ids

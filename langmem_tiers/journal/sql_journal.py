@@ -652,6 +652,10 @@ class SqlJournal:
         if not ns_ids or limit <= 0:
             return []
         with self._autocommit() as db:
+            # Mostly the indexer has kept up and nothing of anyone's awaits it: one probe of the outbox
+            # spares binding the scope's ids twice below (~3-5 ms for a user of 10,000 sessions).
+            if db.one("SELECT 1 FROM outbox WHERE op = 'upsert' LIMIT 1") is None:
+                return []
             members, args = db.in_(list(ns_ids))
             # Driven from the outbox (its ns column, kept in step with the records' on merges): joined
             # from the records side, SQLite walked every record of the scope to find the few queued

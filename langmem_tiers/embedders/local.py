@@ -120,7 +120,7 @@ def _forward(st: Any, texts: Sequence[str], batch_size: int) -> list[list[float]
 
     Not ``encode`` itself: it switches every module of the model to eval mode on each call, a walk
     of the model's ~120 modules (a cProfile of 50 query embeddings put it near 1.4 ms a call; timed
-    plainly, this path saved 0.7-1.8 ms of a 9-16 ms query embedding on a shared 2-core CPU). The
+    plainly, this path saved 0.7-3.1 ms of a 9-16 ms query embedding on a shared 2-core CPU). The
     model here was loaded by :func:`_load` in eval mode and is never trained. Same inputs, same
     modules, same order of operations: the vectors are the ones ``encode`` gives (to float rounding;
     ``tests/test_embedders.py`` compares them).

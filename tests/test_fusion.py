@@ -196,14 +196,13 @@ def test_near_duplicates_find_exactly_the_pairs_every_comparison_finds(sets: lis
     kept: list[frozenset[str]] = []
     for words in sets:
         brute = any(set_jaccard(words, k) >= threshold for k in kept)
-        assert near.seen(words) is brute, (words, kept, threshold)
+        assert near.keep(words) is not brute, (words, kept, threshold)
         if not brute:
-            near.add(words)
             kept.append(words)
 
 
 def test_near_duplicates_keep_a_near_copy_out_and_a_different_text_in() -> None:
     near = NearDuplicates(0.85)
-    near.add(word_set("user: we moved to Lisbon in May\nassistant: how is the new flat?"))
-    assert near.seen(word_set("user: we moved to Lisbon in May!\nassistant: How is the new flat?"))
-    assert not near.seen(word_set("user: my sister moved to Porto\nassistant: is she happy there?"))
+    assert near.keep(word_set("user: we moved to Lisbon in May\nassistant: how is the new flat?"))
+    assert not near.keep(word_set("user: we moved to Lisbon in May!\nassistant: How is the new flat?"))
+    assert near.keep(word_set("user: my sister moved to Porto\nassistant: is she happy there?"))

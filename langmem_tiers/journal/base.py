@@ -294,6 +294,7 @@ class ScopeListing:
     key: frozenset[int]  # the ids as a set
     ids_by_name: Mapping[Namespace, int]
     memories: frozenset[int] = frozenset()
+    newest: int = 0  # the largest ``last_record_id`` of the versions: where a read of grown namespaces starts
     base: int = 0
     changed: frozenset[int] = frozenset()
 
@@ -303,15 +304,17 @@ class ScopeListing:
         """A listing of every row read (in id order); a row's last field says whether it holds a memory."""
         ids = tuple(n for n, _, _, _ in rows)
         return cls(ids, {n: v for n, _, v, _ in rows}, stamp, generation, frozenset(ids),
-                   {ns: n for n, ns, _, _ in rows}, frozenset(n for n, _, _, holds in rows if holds))
+                   {ns: n for n, ns, _, _ in rows}, frozenset(n for n, _, _, holds in rows if holds),
+                   max((v[0] for _, _, v, _ in rows), default=0))
 
     def grown(self, versions: Mapping[int, Versions], stamp: tuple[int, ...], generation: int,
               changed: Mapping[int, bool]) -> ScopeListing:
         """This listing with newer counters for the same namespaces, ``changed`` of them grown (each
         with whether it holds a memory now; the others' membership stands)."""
         memories = (self.memories - changed.keys()) | {n for n, holds in changed.items() if holds}
+        newest = max([self.newest, *(versions[n][0] for n in changed)])
         return replace(self, versions=versions, stamp=stamp, generation=generation, memories=memories,
-                       base=self.generation, changed=frozenset(changed))
+                       newest=newest, base=self.generation, changed=frozenset(changed))
 
 
 @dataclass(frozen=True)

@@ -437,9 +437,8 @@ class RecallIndex:
             if r.kind == "turn" and not turn_messages.isdisjoint(r.message_ids):
                 continue
             words = word_set(r.text)
-            if kept.seen(words):
+            if not kept.keep(words):
                 continue
-            kept.add(words)
             if r.kind == "turn":
                 turn_messages.update(r.message_ids)
             out.append(_hit(r, parts.total, vars(parts)))

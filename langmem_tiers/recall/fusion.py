@@ -149,25 +149,26 @@ class NearDuplicates:
         self._by_prefix_word: dict[str, list[int]] = {}
         self._empty = False  # two empty sets are identical (Jaccard 1)
 
-    def _prefix(self, words: frozenset[str]) -> list[str]:
-        return sorted(words)[:len(words) - math.floor(self.threshold * len(words)) + 1]
-
-    def seen(self, words: frozenset[str]) -> bool:
-        """Whether ``words`` is a near-duplicate of a kept set."""
+    def keep(self, words: frozenset[str]) -> bool:
+        """Keep ``words`` unless it is a near-duplicate of a set kept before; whether it was kept."""
         t = self.threshold
         if not words:
-            return (self._empty and t <= 1) or (t <= 0 and bool(self._kept))
-        if t <= 0:  # every pair qualifies, sharing a word or not
-            return bool(self._kept)
-        others = {i for w in self._prefix(words) for i in self._by_prefix_word.get(w, ())}
-        return any(len(kept) * t <= len(words) and len(words) * t <= len(kept) and set_jaccard(words, kept) >= t
-                   for kept in (self._kept[i] for i in others))
-
-    def add(self, words: frozenset[str]) -> None:
+            seen = (self._empty and t <= 1) or (t <= 0 and bool(self._kept))
+        elif t <= 0:  # every pair qualifies, sharing a word or not
+            seen = bool(self._kept)
+        else:
+            prefix = sorted(words)[:len(words) - math.floor(t * len(words)) + 1]
+            others = {i for w in prefix for i in self._by_prefix_word.get(w, ())}
+            seen = any(len(kept) * t <= len(words) and len(words) * t <= len(kept) and set_jaccard(words, kept) >= t
+                       for kept in (self._kept[i] for i in others))
+            if not seen:
+                for w in prefix:
+                    self._by_prefix_word.setdefault(w, []).append(len(self._kept))
+        if seen:
+            return False
         self._empty = self._empty or not words
-        for w in self._prefix(words):
-            self._by_prefix_word.setdefault(w, []).append(len(self._kept))
         self._kept.append(words)
+        return True
 
 
 @dataclass(frozen=True)

@@ -138,7 +138,7 @@ def test_older_journals_reach_the_current_version(backend: Backend, version: int
         assert db.all(sql, ("records_memories",)) == [("records_memories",)]
     # Version 10: a pinned flag set moves the scope's stamp, so the listing's memories follow it.
     listing = journal.scope_listing(Scope("user", Namespace("old", "u")))
-    assert listing.memories == {1}
+    assert listing.memories == (1,)
     journal.update_record(rid, pinned=True)
     assert journal.scope_listing(Scope("user", Namespace("old", "u"))) is not listing
 
@@ -149,9 +149,10 @@ def _listing_matches_the_journal(journal: Journal, scope: Scope) -> ScopeListing
     assert listing.ids == tuple(sorted(listing.ids_by_name.values()))
     assert dict(listing.versions) == journal.scope_versions(list(listing.ids))
     assert listing.key == frozenset(listing.ids)
-    # The sessions holding a memory: what filtering every record of the scope finds.
-    assert listing.memories == {listing.ids_by_name[r.namespace] for r in journal.scoped_records(listing.ids)
-                                if r.kind != "turn" or r.pinned}
+    # The sessions holding a memory, in id order: what filtering every record of the scope finds.
+    holding = {listing.ids_by_name[r.namespace] for r in journal.scoped_records(listing.ids)
+               if r.kind != "turn" or r.pinned}
+    assert listing.memories == tuple(sorted(holding))
     return listing
 
 
@@ -238,8 +239,8 @@ def test_a_listing_names_the_sessions_holding_a_memory_or_a_pinned_record(journa
     journal.add_records(elsewhere, [NewRecord("fact", "another user's fact", pinned=True)])
     listing = _listing_matches_the_journal(journal, Scope("user", Namespace("t", "u")))
     assert listing.ids == (turns, fact, pinned_turn, pinned_fact, empty)
-    assert listing.memories == {fact, pinned_turn, pinned_fact}
-    assert _listing_matches_the_journal(journal, Scope("session", Namespace("t", "u"))).memories == frozenset()
+    assert listing.memories == tuple(sorted({fact, pinned_turn, pinned_fact}))
+    assert _listing_matches_the_journal(journal, Scope("session", Namespace("t", "u"))).memories == ()
 
 
 def test_the_memory_probes_use_the_partial_indexes(backend: Backend, journal: Journal) -> None:
@@ -271,14 +272,14 @@ def test_a_memory_added_to_a_session_of_turns_enters_through_the_grown_path(jour
     journal.add_records(c, [NewRecord("turn", "c turn")])
     scope = Scope("user", Namespace("a", "u"))
     first = _listing_matches_the_journal(journal, scope)
-    assert first.memories == {b}
+    assert first.memories == (b,)
     journal.add_records(a, [NewRecord("turn", "another turn")])
     more_turns = _listing_matches_the_journal(journal, scope)
-    assert (more_turns.base, more_turns.changed, more_turns.memories) == (first.generation, {a}, {b})
+    assert (more_turns.base, more_turns.changed, more_turns.memories) == (first.generation, {a}, (b,))
     journal.add_records(c, [NewRecord("fact", "c remembers")])
     grown = _listing_matches_the_journal(journal, scope)
     # Only c was read again (its row and its two probes); b kept its place without a probe.
-    assert (grown.base, grown.changed, grown.memories) == (more_turns.generation, {c}, {b, c})
+    assert (grown.base, grown.changed, grown.memories) == (more_turns.generation, {c}, (b, c))
     assert journal.scope_listing(scope) is grown
 
 
@@ -287,15 +288,15 @@ def test_pinning_and_unpinning_a_turn_moves_its_session_in_and_out(journal: Jour
     [turn, _] = journal.add_records(a, [NewRecord("turn", "pin me"), NewRecord("turn", "not me")])
     journal.add_records(b, [NewRecord("turn", "b turn")])
     scope = Scope("user", Namespace("a", "u"))
-    assert _listing_matches_the_journal(journal, scope).memories == frozenset()
+    assert _listing_matches_the_journal(journal, scope).memories == ()
     journal.update_record(turn, pinned=True)
     pinned = _listing_matches_the_journal(journal, scope)
-    assert (pinned.memories, pinned.base) == ({a}, 0)
-    assert [r.id for r in journal.scoped_records(sorted(pinned.memories), pinned_only=True)] == [turn]
+    assert (pinned.memories, pinned.base) == ((a,), 0)
+    assert [r.id for r in journal.scoped_records(pinned.memories, pinned_only=True)] == [turn]
     journal.update_record(turn, pinned=True)  # already pinned: nothing changed, the same listing
     assert journal.scope_listing(scope) is pinned
     journal.update_record(turn, pinned=False)
-    assert _listing_matches_the_journal(journal, scope).memories == frozenset()
+    assert _listing_matches_the_journal(journal, scope).memories == ()
 
 
 def test_deleting_a_sessions_last_memory_or_the_session_takes_it_out(journal: Journal) -> None:
@@ -304,15 +305,15 @@ def test_deleting_a_sessions_last_memory_or_the_session_takes_it_out(journal: Jo
     journal.add_records(b, [NewRecord("turn", "b turn"), NewRecord("fact", "b's fact")])
     journal.add_records(c, [NewRecord("skill", "c's skill")])
     scope = Scope("user", Namespace("a", "u"))
-    assert _listing_matches_the_journal(journal, scope).memories == {a, b, c}
+    assert _listing_matches_the_journal(journal, scope).memories == (a, b, c)
     journal.delete_records([f1])
-    assert _listing_matches_the_journal(journal, scope).memories == {a, b, c}  # a holds another
+    assert _listing_matches_the_journal(journal, scope).memories == (a, b, c)  # a holds another
     journal.delete_records([f2])
-    assert _listing_matches_the_journal(journal, scope).memories == {b, c}
+    assert _listing_matches_the_journal(journal, scope).memories == (b, c)
     journal.clear_session(b, keep_memories=True)  # its turns go, its memory stays
-    assert _listing_matches_the_journal(journal, scope).memories == {b, c}
+    assert _listing_matches_the_journal(journal, scope).memories == (b, c)
     journal.clear_session(b)
-    assert _listing_matches_the_journal(journal, scope).memories == {c}
+    assert _listing_matches_the_journal(journal, scope).memories == (c,)
     journal.delete_namespaces([c])
     erased = _listing_matches_the_journal(journal, scope)
-    assert (erased.ids, erased.memories) == ((a, b), frozenset())
+    assert (erased.ids, erased.memories) == ((a, b), ())

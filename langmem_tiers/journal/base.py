@@ -293,7 +293,7 @@ class ScopeListing:
     generation: int
     key: frozenset[int]  # the ids as a set
     ids_by_name: Mapping[Namespace, int]
-    memories: frozenset[int] = frozenset()
+    memories: tuple[int, ...] = ()  # in id order, as a read takes them
     newest: int = 0  # the largest ``last_record_id`` of the versions: where a read of grown namespaces starts
     base: int = 0
     changed: frozenset[int] = frozenset()
@@ -304,14 +304,14 @@ class ScopeListing:
         """A listing of every row read (in id order); a row's last field says whether it holds a memory."""
         ids = tuple(n for n, _, _, _ in rows)
         return cls(ids, {n: v for n, _, v, _ in rows}, stamp, generation, frozenset(ids),
-                   {ns: n for n, ns, _, _ in rows}, frozenset(n for n, _, _, holds in rows if holds),
+                   {ns: n for n, ns, _, _ in rows}, tuple(n for n, _, _, holds in rows if holds),
                    max((v[0] for _, _, v, _ in rows), default=0))
 
     def grown(self, versions: Mapping[int, Versions], stamp: tuple[int, ...], generation: int,
               changed: Mapping[int, bool]) -> ScopeListing:
         """This listing with newer counters for the same namespaces, ``changed`` of them grown (each
         with whether it holds a memory now; the others' membership stands)."""
-        memories = (self.memories - changed.keys()) | {n for n, holds in changed.items() if holds}
+        memories = tuple(sorted({n for n in self.memories if n not in changed} | {n for n, h in changed.items() if h}))
         newest = max([self.newest, *(versions[n][0] for n in changed)])
         return replace(self, versions=versions, stamp=stamp, generation=generation, memories=memories,
                        newest=newest, base=self.generation, changed=frozenset(changed))

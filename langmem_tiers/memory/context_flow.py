@@ -87,7 +87,7 @@ def typed_kinds(m: TieredMemory) -> list[str]:
 
 def typed_records(m: TieredMemory, memo: RequestMemo | None = None) -> list[Record]:
     kinds = typed_kinds(m)
-    return m.journal.scoped_records(reads.user_ns_ids(m, memo, kinds), kinds)
+    return reads.user_records(m, kinds, memo)
 
 
 def recall_k(m: TieredMemory, budget: int | None, state: SessionState, window: Sequence[WindowMessage],

@@ -120,7 +120,7 @@ def cleanup_flow(m: TieredMemory, max_age: float | None, min_importance: float |
     recall = m._require_recall()
     now = time.time()
     clock_now = m.clock()
-    records: list[Record] = yield Blocking(lambda: m.journal.scoped_records(m._user_ns_ids(kinds), kinds))
+    records: list[Record] = yield Blocking(lambda: reads.user_records(m, kinds))
     doomed = []
     swept = {r.id for r in expiry.sweepable(records, clock_now)} if expired else set()
     for r in records:
@@ -148,7 +148,7 @@ def consolidate_flow(m: TieredMemory, threshold: float, kinds: Sequence[str]) ->
     recall = m._require_recall()
     # Only current memories: a superseded one is history, never merged away.
     records: list[Record] = yield Blocking(lambda: [
-        r for r in m.journal.scoped_records(m._user_ns_ids(kinds), list(kinds))
+        r for r in reads.user_records(m, list(kinds))
         if r.valid_to is None])
     merged_away: list[int] = []
     for i, keep in enumerate(records):

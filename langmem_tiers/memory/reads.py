@@ -46,6 +46,12 @@ def user_ns_ids(m: TieredMemory, memo: RequestMemo | None = None,
     return ids if m._ns_id in listing.key else [*ids, m._ns_id]
 
 
+def user_records(m: TieredMemory, kinds: Sequence[str] | None, memo: RequestMemo | None = None) -> list[Record]:
+    """This user's records of ``kinds`` (every kind: ``None``), read only where they can be
+    (:func:`user_ns_ids`): the one read of the user's memories that each caller shares."""
+    return m.journal.scoped_records(user_ns_ids(m, memo, kinds), kinds)
+
+
 def recount_window(m: TieredMemory) -> None:
     """Recount cached token counts made with another tokenizer (e.g. the model changed)."""
     with m.journal.read() as rx:
@@ -106,7 +112,7 @@ def facts_flow(m: TieredMemory, include_superseded: bool, kinds: Sequence[str] |
     if where is not None and not isinstance(where, Mapping):
         raise ConfigError(f"where must be a mapping of metadata field to value; got {where!r:.80}")
     wanted = list(kinds) if kinds else None
-    records: list[Record] = yield Blocking(lambda: m.journal.scoped_records(m._user_ns_ids(wanted), wanted))
+    records: list[Record] = yield Blocking(lambda: user_records(m, wanted))
     filters = SearchFilters(where=where, since=since, until=until, now=m.clock())
     return [fact(r) for r in records if r.kind != "turn" and (include_superseded or r.valid_to is None)
             and passes(r, filters)]

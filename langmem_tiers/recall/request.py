@@ -40,5 +40,5 @@ def ids_to_probe(listing: ScopeListing, kinds: Sequence[str] | None = None, pinn
     the read leaves turns out (kinds without ``"turn"``) or asks for pinned records only; else every one.
     """
     if pinned_only or (kinds and "turn" not in kinds):
-        return sorted(listing.memories)
+        return listing.memories
     return listing.ids

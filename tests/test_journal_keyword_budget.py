@@ -31,6 +31,10 @@ PLAN_CASES: list[tuple[str, list[tuple[str, int, int]], int | None, KeywordPlan]
     ("all over: the one reaching furthest back, by recency", [("we", 21, 90), ("trip", 21, 40), ("go", 21, 70)], 20,
      KeywordPlan(("trip",), recent=True)),
     ("ties keep the query's order", [("p", 21, 5), ("q", 21, 5)], 20, KeywordPlan(("p",), recent=True)),
+    ("a term with no match is not the rarest", [("never", 0, 0), ("rare", 3, 9), ("common", 21, 4)], 20,
+     KeywordPlan(("rare",))),
+    ("no match beside terms over the budget: by recency", [("we", 21, 90), ("never", 0, 0), ("trip", 21, 40)], 20,
+     KeywordPlan(("trip",), recent=True)),
 ]
 
 
@@ -139,6 +143,43 @@ def test_when_every_term_is_over_the_budget_the_newest_matches_are_ranked(journa
     # Ten facts in the session: a scope within the budget, searched whole.
     assert sorted(facts) == [r for i, r in enumerate(ids) if i % 3 == 0]
     assert len(_ids(journal, "weather", [ns_id], 30)) == 30  # unbounded: every match
+
+
+def test_a_word_the_journal_never_held_leaves_the_others_to_find(journal: Any) -> None:
+    """Over the budget, a query word with no match used to be kept as the rarest term, alone: a
+    question naming something never said beside common words found no record at all."""
+    ns_id = journal.namespace_id(Namespace("s", "u")) or 0
+    storm = journal.add_records(ns_id, [NewRecord("turn", f"storm and weather, day {i}") for i in range(30)])
+    sunny = journal.add_records(ns_id, [NewRecord("turn", f"sunny weather, day {i}") for i in range(30)])
+    # zanzibar: no match; storm (30) fits 40, weather (60) does not: storm's records are ranked.
+    found = _ids(journal, "zanzibar storm weather", [ns_id], 5, budget=40)
+    assert len(found) == 5
+    assert set(found) <= set(storm)
+    # Every word that matches over the budget: the newest matches of the one reaching furthest back.
+    recent = _ids(journal, "zanzibar weather sunny", [ns_id], 3, budget=20)
+    assert len(recent) == 3
+    assert set(recent) <= set(sunny[-5:])
+    assert _ids(journal, "zanzibar", [ns_id], 3, budget=20) == []
+
+
+def test_a_scope_of_more_sessions_than_many_ids_reads_exactly_its_own(journal: Any) -> None:
+    """Past ``MANY_IDS`` namespaces PostgreSQL binds the ids as one unnested text array: the same
+    records are found, ranked and read, and none of another user's."""
+    from langmem_tiers.journal.postgres import MANY_IDS
+
+    sessions = [journal.namespace_id(Namespace(f"s{i}", "u")) or 0 for i in range(MANY_IDS + 5)]
+    other = journal.namespace_id(Namespace("x", "v")) or 0
+    kayak = [journal.add_records(sessions[i], [NewRecord("turn", f"kayak trip {i}")])[0]
+             for i in (0, 500, MANY_IDS + 4)]
+    fact = journal.add_records(sessions[7], [NewRecord("fact", "likes canoes")])[0]
+    journal.add_records(other, [NewRecord("turn", "kayak trip of another user")])
+    assert set(_ids(journal, "kayak trip", sessions, 10)) == set(kayak)
+    # Bounded (four matches journal-wide over a budget of 2): the newest two, one of them the other user's.
+    assert _ids(journal, "kayak trip", sessions, 10, budget=2) == [kayak[2]]
+    mixed = _ids(journal, "kayak trip", [*sessions[:3], other], 10)  # under MANY_IDS: ns = ANY(...)
+    assert set(mixed) == {kayak[0], *_ids(journal, "kayak trip", [other], 10)}
+    assert [r.id for r in journal.scoped_records(sessions, ["fact"])] == [fact]
+    assert {r.id for r in journal.scoped_records(sessions)} == {*kayak, fact}
 
 
 def test_a_small_scope_in_a_large_journal_ranks_as_without_a_budget(journal: Any) -> None:

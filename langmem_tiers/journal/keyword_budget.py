@@ -82,10 +82,15 @@ def plan_terms(counts: Sequence[TermCount], budget: int | None) -> KeywordPlan:
         KeywordPlan(terms=('trip', 'lisbon'), recent=False)
         >>> plan_terms([TermCount("trip", 2001, 500), TermCount("we", 2001, 900)], 2000)
         KeywordPlan(terms=('trip',), recent=True)
+        >>> plan_terms([TermCount("zanzibar", 0, 0), TermCount("trip", 2001, 500)], 2000)
+        KeywordPlan(terms=('trip',), recent=True)
     """
     terms = tuple(c.term for c in counts)
     if budget is None or sum(c.matches for c in counts) <= budget:
         return KeywordPlan(terms)
+    # A term with no match finds nothing: kept as "the rarest", it would crowd out the terms that do
+    # match (a word the history never held beside two common ones found no record at all).
+    counts = [c for c in counts if c.matches > 0]
     # Rarest first; among terms over the budget (their counts capped alike) the one whose
     # newest matches reach furthest back; then the query's own order.
     ranked = sorted(range(len(counts)), key=lambda i: (counts[i].matches, counts[i].oldest, i))

@@ -692,7 +692,7 @@ class SqliteJournal(SqlJournal):
             # scoring" (a kept term counts twice), which orders them closer to the unbounded search
             # (benchmarks/sql_layer_cost.py --keyword-scale). A term over the budget never scores:
             # FTS5's bm25 counts every match of each phrase for its weight, O(its matches).
-            scoring = fts_query("", (), [c.term for c in counts if c.matches <= budget])
+            scoring = fts_query("", (), [c.term for c in counts if 0 < c.matches <= budget])
             match = kept if scoring in (None, kept) else f"{kept} AND {scoring}"
             if not plan.recent:  # every term when they fit: the same hits as without a budget
                 return _hits(self._ranked(db, match, ns_ids, k, kinds, 0))

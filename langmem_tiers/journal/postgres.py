@@ -775,14 +775,28 @@ def _count_matches(db: Sql, terms: Sequence[tuple[str, str]], cap: int) -> tuple
 
 
 def _newest_matches(db: Sql, lexemes: Sequence[str], cap: int) -> dict[str, list[int]]:
-    """Each lexeme's newest ``cap`` matches in the whole journal, newest first (the planner walks the
-    primary key backwards for a common word: O(cap / its frequency), not O(history))."""
-    one = ("SELECT {i}, array_agg(id ORDER BY id DESC) FROM (SELECT id FROM records WHERE tsv @@ ?::tsquery "
-           "ORDER BY id DESC LIMIT ?) s{i}")
-    rows = db.all(" UNION ALL ".join(one.format(i=i) for i in range(len(lexemes))),
-                 [a for x in lexemes for a in (x, cap)])
-    found = {int(r[0]): [int(v) for v in r[1] or ()] for r in rows}
-    return {x: found[i] for i, x in enumerate(lexemes)}
+    """Each lexeme's newest ``cap`` matches in the whole journal, newest first.
+
+    One backward walk of the primary key over the records matching any of the lexemes, read in
+    chunks until each lexeme has ``cap`` (or the journal ends): O(cap / the rarest one's frequency)
+    rows, visited once. A walk per lexeme visited the recent records once for each (two common words
+    at 1M messages in 10,000 sessions: ~44 ms of a ~100 ms keyword search).
+    """
+    found: dict[str, list[int]] = {x: [] for x in lexemes}
+    tests = ", ".join("tsv @@ ?::tsquery" for _ in lexemes)
+    either = " || ".join("?::tsquery" for _ in lexemes)
+    chunk = cap * len(lexemes)
+    below: list[int] = []
+    while True:
+        rows = db.all(f"SELECT id, {tests} FROM records WHERE tsv @@ ({either})"
+                      f"{' AND id < ?' if below else ''} ORDER BY id DESC LIMIT ?", [*lexemes, *lexemes, *below, chunk])
+        for row in rows:
+            for x, holds in zip(lexemes, row[1:], strict=True):
+                if holds and len(found[x]) < cap:
+                    found[x].append(int(row[0]))
+        if len(rows) < chunk or all(len(ids) >= cap for ids in found.values()):
+            return found
+        below = [int(rows[-1][0])]
 
 
 def _rollback(conn: Conn, error: type[Exception]) -> None:

@@ -11,8 +11,8 @@ made every query containing it rank hundreds of thousands of records. The SQLite
 - otherwise each query term's matches are counted, journal-wide and newest first, up to
   ``budget + 1`` (an upper bound of the scope's matches; no ranking, so cheap), and
   :func:`plan_terms` decides: every term when their matches together fit the budget (the
-  same hits as without it); else the rarest terms while their matches fit (always at least
-  the rarest), which bm25 weighs most; and when even the rarest term has more matches than
+  same hits as without it); else, among the terms that match at all, the rarest while their
+  matches fit (always at least the rarest), which bm25 weighs most; and when even the rarest term has more matches than
   the budget, that term among its newest matches only, a record id range that FTS5 seeks to
   (:func:`recency_windows`: the window grows until ``k`` records pass the filters or the
   budget is spent). Recent history is the likelier subject of a question whose every word is

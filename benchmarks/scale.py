@@ -143,8 +143,9 @@ def _open_setup(target: str | Path, chroma: str | None, vectors: bool) -> Tiered
                              embedder=None if vectors else False, chroma=chroma)
 
 
-def _fill_child(target: str, chroma: str | None, size: int, vectors: bool, layout: str, per_session: int) -> None:
-    with _open_setup(target if "://" in target else Path(target), chroma, vectors) as setup:
+def _fill_child(target: str | Path, chroma: str | None, size: int, vectors: bool, layout: str,
+                per_session: int) -> None:
+    with _open_setup(target, chroma, vectors) as setup:
         fill(setup, size, random.Random(size), vectors, layout, per_session)
 
 
@@ -158,7 +159,7 @@ def measure(size: int, vectors: bool, samples: int, layout: str, per_session: in
         # In a child process: the fill's garbage (a million rows and vectors passed through Python) and
         # its peak never count in this process's memory, whose peak RSS is the row's (issue 15, target 4).
         child = multiprocessing.get_context("spawn").Process(
-            target=_fill_child, args=(str(journal_url or folder), chroma, size, vectors, layout, per_session))
+            target=_fill_child, args=(journal_url or folder, chroma, size, vectors, layout, per_session))
         child.start()
         child.join()
         if child.exitcode != 0:

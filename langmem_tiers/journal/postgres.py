@@ -295,6 +295,12 @@ def _placeholders(sql: str) -> str:
     return sql.replace("%", "%%").replace("?", "%s")
 
 
+# Beyond this many ids, ``Sql.in_`` binds them as one text array unnested in a subquery (see there):
+# at 1M records, 500 record ids (a context()'s candidates) loaded in 14.3 ms that way against 17.4
+# (a throwaway timing, session 31).
+MANY_IDS = 100
+
+
 class PostgresSql(Sql):
     """PostgreSQL's dialect: ``%s`` placeholders, row locks, arrays for lists, jsonb tool calls, the server clock."""
 
@@ -630,10 +636,6 @@ class PostgresJournal(SqlJournal):
     def __repr__(self) -> str:
         return f"PostgresJournal({self.url!r}, schema={self.schema!r})"
 
-
-# Beyond this many ids, ``Sql.in_`` binds them as one text array unnested in a subquery (see there):
-# at 1M records, 500 record ids (a context()'s candidates) load in 14.3 ms that way against 17.4.
-MANY_IDS = 100
 
 # Keyword ranking: Okapi bm25 (k1 = 1.2, b = 0.75, FTS5's constants) over the records that match.
 # ts_rank_cd alone has no notion of how rare a word is: "kayak trip" ranked "that trip was long, the

@@ -679,7 +679,9 @@ class SqliteJournal(SqlJournal):
                 # As without a budget: FTS5 narrows by the scope's terms (few records: cheap).
                 match = fts_query("", ns_ids, terms)
                 return _hits(self._ranked(db, match, ns_ids, k, kinds, 0) if match else [])
-            counts = [self._count_matches(db, t, budget + 1) for t in terms]
+            counts = [c for c in (self._count_matches(db, t, budget + 1) for t in terms) if c.matches > 0]
+            if not counts:
+                return []  # words the journal never held: nothing matches (as PostgreSQL's _bounded_bm25)
             plan = plan_terms(counts, budget)
             # A large scope: the terms' matches counted journal-wide (at most the budget) are the
             # rows ranked. FTS5 walking the scope's own term (every record of the scope) would cost
@@ -692,7 +694,7 @@ class SqliteJournal(SqlJournal):
             # scoring" (a kept term counts twice), which orders them closer to the unbounded search
             # (benchmarks/sql_layer_cost.py --keyword-scale). A term over the budget never scores:
             # FTS5's bm25 counts every match of each phrase for its weight, O(its matches).
-            scoring = fts_query("", (), [c.term for c in counts if 0 < c.matches <= budget])
+            scoring = fts_query("", (), [c.term for c in counts if c.matches <= budget])
             match = kept if scoring in (None, kept) else f"{kept} AND {scoring}"
             if not plan.recent:  # every term when they fit: the same hits as without a budget
                 return _hits(self._ranked(db, match, ns_ids, k, kinds, 0))

@@ -24,24 +24,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from timing import rss_kib
+
 WORDS = ("copper harbor violet ledger quantum meadow river engine signal apple orbit glacier "
          "lantern falcon prism canyon velvet summit ember willow").split()
-
-
-def rss_kib() -> tuple[int, int]:
-    """(current RSS, peak RSS) of this process in KiB, from /proc/self/status (Linux)."""
-    now = peak = 0
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                now = int(line.split()[1])
-            elif line.startswith("VmHWM:"):
-                peak = int(line.split()[1])
-    except OSError:
-        import resource
-
-        peak = now = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return now, peak
 
 
 def build(path: Path, sessions: int, counter_name: str, window_tokens: int) -> tuple[Any, list[Any]]:

@@ -61,7 +61,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from timing import Counters
+from timing import Counters, rss_kib
 
 from langmem_tiers import MemoryConfig, TieredMemory
 from langmem_tiers.journal.base import Namespace, NewRecord
@@ -166,16 +166,25 @@ def measure(size: int, vectors: bool, samples: int, layout: str, per_session: in
             raise SystemExit(f"the fill of {size} messages failed (exit code {child.exitcode})")
     fill_s = time.perf_counter() - t0
     print(json.dumps({"size": size, "folder": str(folder), "fill_s": round(fill_s, 1)}), flush=True)
+    rss_mb: dict[str, int] = {}  # this process's RSS after each phase (where target 4's memory goes)
+
+    def mark(phase: str) -> None:
+        rss_mb[phase] = round(rss_kib()[0] / 1024)
+
     # The live handle opens on the finished journal, from a handle on another session.
     with _open_setup(journal_url or folder, chroma, vectors) as setup:
+        mark("opened")
         memory = setup.for_session(LIVE_SESSION, user_id=LIVE_USER)
         embedder = memory.recall.embedder if memory.recall else None
         if embedder is not None:
             embedder.embed(["warm up the model"])
+        mark("model loaded")
         add_ms = [_timed(lambda i=i: memory.add("user" if i % 2 == 0 else "assistant", line(rng)))
                   for i in range(samples)]
         memory.flush()
+        mark("adds indexed")  # embedded Chroma loads its own index of the collection on the first write
         cold_ms = _timed(lambda: memory.context("What did we say about the plan?"))
+        mark("cold context()")
         # A scope past 20k vectors gets its HNSW graph on a background thread (Chroma's filtered query
         # answers meanwhile): the samples below measure the installed graph, the build's time is its own row.
         t_build = time.perf_counter()
@@ -183,6 +192,7 @@ def measure(size: int, vectors: bool, samples: int, layout: str, per_session: in
         if scope_vectors is not None:
             scope_vectors.wait_builds()
         build_s = time.perf_counter() - t_build
+        mark("graph built")
         context_ms, search_ms, user_ms, embed_ms = [], [], [], []
         for _ in range(samples):
             question = f"What did we say about {rng.choice(VOCAB)} and {rng.choice(VOCAB)}?"
@@ -210,6 +220,7 @@ def measure(size: int, vectors: bool, samples: int, layout: str, per_session: in
                     memory.context(question)
             parts = {name: sec * 1000 for name, sec in counters.seconds.items()}
         total = memory.journal.count_messages()
+        mark("end")
     row: dict[str, Any] = {
         "layout": layout, "size": size, "stored_messages": total, "vectors": vectors, "fill_s": round(fill_s, 1),
         "samples": samples, "cold_context_ms": round(cold_ms, 2), "graph_build_s": round(build_s, 1),
@@ -222,6 +233,7 @@ def measure(size: int, vectors: bool, samples: int, layout: str, per_session: in
         row["user_search_over_embed"] = round(row["user_search_ms_p50"] / row["embed_ms_p50"], 2)
     row.update({
         "max_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),  # process peak so far
+        "rss_mb_by_phase": rss_mb,
         "journal": "postgresql" if journal_url else "sqlite", "reused_fill": reuse is not None,
         "vectors_in": "chroma server" if chroma else "embedded chroma",
     })

@@ -1,4 +1,5 @@
-"""Wall time per named part of a run, by wrapping the methods that do the parts (ingest.py, scale.py)."""
+"""Wall time per named part of a run, by wrapping the methods that do the parts (ingest.py, scale.py), and
+the process's memory (load.py, scale.py, vector_index.py)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 
@@ -51,3 +53,20 @@ class Counters:
 
         setattr(obj, attr, timed)
         undo.append(lambda: setattr(obj, attr, original))
+
+
+def rss_kib() -> tuple[int, int]:
+    """(current RSS, peak RSS) of this process in KiB, from /proc/self/status (Linux; elsewhere both
+    are the peak, from getrusage)."""
+    now = peak = 0
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                now = int(line.split()[1])
+            elif line.startswith("VmHWM:"):
+                peak = int(line.split()[1])
+    except OSError:
+        import resource
+
+        peak = now = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return now, peak

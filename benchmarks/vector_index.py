@@ -27,7 +27,6 @@ import argparse
 import json
 import os
 import platform
-import resource
 import statistics
 import tempfile
 import time
@@ -35,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from timing import rss_kib
 
 from langmem_tiers.recall.scope_vectors import (
     FETCH_CHUNK,
@@ -48,15 +48,6 @@ from langmem_tiers.recall.scope_vectors import (
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "longmemeval" / "longmemeval_s_dev.json"
 DIM = 384
-
-
-def rss() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-def peak_rss() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def pct(values: list[float], q: float) -> float:
@@ -167,10 +158,10 @@ def measure(kind: str, size: int, data: Any, queries: Any, k: int, connectivity:
             base: int | None = None) -> list[dict[str, Any]]:
     """One HNSW build, searched with each ``expansion_search`` of ``searches``: one row each."""
     truth, exact_ms, exact_build = exact
-    before = rss()
+    before = rss_kib()[0] * 1024
     graph = _HnswRows(data.shape[1], connectivity, expansion_add, searches[0])
     build_s = fill(graph, data)
-    grown = rss() - before
+    grown = rss_kib()[0] * 1024 - before
     rows = []
     for expansion_search in searches:
         graph.expansion_search = expansion_search  # what the entry asks for (wider beyond HNSW_LARGE)
@@ -187,7 +178,7 @@ def measure(kind: str, size: int, data: Any, queries: Any, k: int, connectivity:
             "recall_at_10": round(recall_at(found, truth, 10), 4),
             "hnsw_rss_bytes_per_vector": round(grown / size),
             "hnsw_accounted_bytes_per_vector": hnsw_bytes_per_vector(data.shape[1], connectivity),
-            "rss_mb": round(rss() / 2**20), "peak_rss_mb": round(peak_rss() / 2**20),
+            "rss_mb": round(rss_kib()[0] / 1024), "peak_rss_mb": round(rss_kib()[1] / 1024),
             **quality(found, truth, data, queries, k, base if base is not None and size > base else None),
         })
     del graph

@@ -15,6 +15,7 @@ from langmem_tiers import MemoryConfig, TieredMemory, WordCounter
 from langmem_tiers.embedders.callable import CallableEmbedder
 from langmem_tiers.errors import ConfigError
 from langmem_tiers.journal.base import Scope
+from langmem_tiers.recall import scope_vectors
 from langmem_tiers.recall.scope_vectors import HOT_WINDOW, ScopeVectors, _ExactRows, _HnswRows
 
 DIM = 32
@@ -177,6 +178,30 @@ def test_a_record_embedded_later_by_another_process_is_found(tmp_path: Path) -> 
     finally:
         b.close()
         a.close()
+
+
+def test_a_scope_read_back_from_chroma_in_many_requests_loses_no_vector(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process that did not embed a scope reads its vectors from Chroma ``FETCH_CHUNK`` at a time
+    (small requests: a large HTTP response fragments the heap); across those requests every vector
+    arrives once, and the entry answers exactly as a brute force over Chroma does."""
+    monkeypatch.setattr(scope_vectors, "FETCH_CHUNK", 7)  # 30 records: five requests, the last one short
+    with _open(tmp_path) as writer:
+        _fill(writer, 30)
+    with _open(tmp_path) as reader:  # a fresh index: nothing offered by an indexer of its own
+        cache = _cache(reader)
+        calls = _count_fetches(cache)
+        ns = [reader._ns_id]
+        records = reader.journal.record_ids(ns[0])
+        assert len(records) == 30
+        found = cache.search(ns, _planted(11), 30)
+        assert found is not None
+        assert sorted(r for r, _ in found) == sorted(records)
+        assert calls == [7, 7, 7, 7, 2]
+        for i in (0, 6, 7, 13, 29):  # first and last of a request
+            assert _top(cache, ns, f"user: planted fact {i} about place {i * 7}\nassistant: ok {i}", 3) == \
+                _exact(reader, ns, f"user: planted fact {i} about place {i * 7}\nassistant: ok {i}", 3)
+        assert calls == [7, 7, 7, 7, 2]  # later queries read nothing back
 
 
 def test_records_added_while_an_entry_is_read_are_fetched_once(tmp_path: Path) -> None:

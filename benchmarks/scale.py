@@ -52,7 +52,6 @@ import multiprocessing
 import os
 import platform
 import random
-import resource
 import statistics
 import tempfile
 import time
@@ -232,7 +231,7 @@ def measure(size: int, vectors: bool, samples: int, layout: str, per_session: in
     if embed_ms:
         row["user_search_over_embed"] = round(row["user_search_ms_p50"] / row["embed_ms_p50"], 2)
     row.update({
-        "max_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),  # process peak so far
+        "max_rss_mb": round(rss_kib()[1] / 1024),  # process peak so far
         "rss_mb_by_phase": rss_mb,
         "journal": "postgresql" if journal_url else "sqlite", "reused_fill": reuse is not None,
         "vectors_in": "chroma server" if chroma else "embedded chroma",

@@ -166,6 +166,7 @@ def measure(kind: str, size: int, data: Any, queries: Any, k: int, connectivity:
     for expansion_search in searches:
         graph.expansion_search = expansion_search  # what the entry asks for (wider beyond HNSW_LARGE)
         found, ms = timed_search(graph, queries, k)
+        now_kib, peak_kib = rss_kib()
         rows.append({
             "kind": kind, "size": size, "dim": data.shape[1], "k": k, "queries": len(queries),
             "connectivity": connectivity, "expansion_add": expansion_add,
@@ -178,7 +179,7 @@ def measure(kind: str, size: int, data: Any, queries: Any, k: int, connectivity:
             "recall_at_10": round(recall_at(found, truth, 10), 4),
             "hnsw_rss_bytes_per_vector": round(grown / size),
             "hnsw_accounted_bytes_per_vector": hnsw_bytes_per_vector(data.shape[1], connectivity),
-            "rss_mb": round(rss_kib()[0] / 1024), "peak_rss_mb": round(rss_kib()[1] / 1024),
+            "rss_mb": round(now_kib / 1024), "peak_rss_mb": round(peak_kib / 1024),
             **quality(found, truth, data, queries, k, base if base is not None and size > base else None),
         })
     del graph

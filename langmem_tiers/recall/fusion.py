@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from langmem_tiers.errors import ConfigError
+from langmem_tiers.text import STOPWORDS
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -141,6 +142,11 @@ class NearDuplicates:
     then |A & B| >= t * max(|A|, |B|), so the first |A| - floor(t * |A|) + 1 words of A and the first
     |B| - floor(t * |B|) + 1 of B share a word. Only kept sets sharing a word with the new set's
     prefix are compared; the comparison itself is the exact Jaccard, as before.
+
+    Any one order of words finds every pair; it decides how many others a prefix brings. Rare words
+    first bring few: here stopwords go last and longer words first (:func:`_prefix_order`). In
+    alphabetical order a prefix was mostly "a", "about", "and": on LoCoMo's turns, 300 candidates
+    cost ~4,300 comparisons, nearly every pair.
     """
 
     def __init__(self, threshold: float) -> None:
@@ -157,7 +163,7 @@ class NearDuplicates:
         elif t <= 0:  # every pair qualifies, sharing a word or not
             seen = bool(self._kept)
         else:
-            prefix = sorted(words)[:len(words) - math.floor(t * len(words)) + 1]
+            prefix = sorted(words, key=_prefix_order)[:len(words) - math.floor(t * len(words)) + 1]
             others = {i for w in prefix for i in self._by_prefix_word.get(w, ())}
             seen = any(len(kept) * t <= len(words) and len(words) * t <= len(kept) and set_jaccard(words, kept) >= t
                        for kept in (self._kept[i] for i in others))
@@ -169,6 +175,11 @@ class NearDuplicates:
         self._empty = self._empty or not words
         self._kept.append(words)
         return True
+
+
+def _prefix_order(word: str) -> tuple[bool, int, str]:
+    """One fixed order of all words for :class:`NearDuplicates`' prefixes: likely rare ones first."""
+    return word in STOPWORDS, -len(word), word
 
 
 @dataclass(frozen=True)

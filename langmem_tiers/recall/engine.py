@@ -20,6 +20,7 @@ import socket
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -429,14 +430,17 @@ class RecallIndex:
     def select(self, ranked: Sequence[Ranked], k: int) -> list[RecallHit]:
         """The first ``k`` of ``ranked`` as hits, one per turn and no near-duplicates."""
         out: list[RecallHit] = []
-        kept = NearDuplicates(self.dedupe_threshold)  # each kept hit's words, split once
+        # The words of the first k candidates (each looked at below), split once: how many of them hold
+        # each word orders the near-duplicate check's prefixes (rare words first: few pairs to compare).
+        ahead = [word_set(r.text) for r, _ in ranked[:k]]
+        kept = NearDuplicates(self.dedupe_threshold, Counter(w for words in ahead for w in words))
         turn_messages: set[int] = set()  # the messages of the turns kept so far
-        for r, parts in ranked:
+        for n, (r, parts) in enumerate(ranked):
             # One hit per turn: a long turn is indexed as several chunks, and a turn that grew after it
             # was answered has an earlier record too; the best one speaks for the turn.
             if r.kind == "turn" and not turn_messages.isdisjoint(r.message_ids):
                 continue
-            words = word_set(r.text)
+            words = ahead[n] if n < len(ahead) else word_set(r.text)
             if not kept.keep(words):
                 continue
             if r.kind == "turn":

@@ -144,13 +144,15 @@ class NearDuplicates:
     prefix are compared; the comparison itself is the exact Jaccard, as before.
 
     Any one order of words finds every pair; it decides how many others a prefix brings. Rare words
-    first bring few: here stopwords go last and longer words first (:func:`_prefix_order`). In
-    alphabetical order a prefix was mostly "a", "about", "and": on LoCoMo's turns, 300 candidates
-    cost ~4,300 comparisons, nearly every pair.
+    first bring few: words are ordered by ``counts`` (how many of the sets to come hold each word,
+    when the caller knows; an unknown word counts 0), then stopwords last and longer words first.
+    In alphabetical order a prefix was mostly "a", "about", "and"; without counts, the speaker labels
+    every turn carries ("assistant", a name) are among its longest words.
     """
 
-    def __init__(self, threshold: float) -> None:
+    def __init__(self, threshold: float, counts: Mapping[str, int] | None = None) -> None:
         self.threshold = threshold
+        self._counts = counts or {}
         self._kept: list[frozenset[str]] = []
         self._by_prefix_word: dict[str, list[int]] = {}
         self._empty = False  # two empty sets are identical (Jaccard 1)
@@ -163,7 +165,7 @@ class NearDuplicates:
         elif t <= 0:  # every pair qualifies, sharing a word or not
             seen = bool(self._kept)
         else:
-            prefix = sorted(words, key=_prefix_order)[:len(words) - math.floor(t * len(words)) + 1]
+            prefix = sorted(words, key=self._order)[:len(words) - math.floor(t * len(words)) + 1]
             others = {i for w in prefix for i in self._by_prefix_word.get(w, ())}
             seen = any(len(kept) * t <= len(words) and len(words) * t <= len(kept) and set_jaccard(words, kept) >= t
                        for kept in (self._kept[i] for i in others))
@@ -176,10 +178,9 @@ class NearDuplicates:
         self._kept.append(words)
         return True
 
-
-def _prefix_order(word: str) -> tuple[bool, int, str]:
-    """One fixed order of all words for :class:`NearDuplicates`' prefixes: likely rare ones first."""
-    return word in STOPWORDS, -len(word), word
+    def _order(self, word: str) -> tuple[int, bool, int, str]:
+        """The one order of all words that every prefix follows: likely rare ones first."""
+        return self._counts.get(word, 0), word in STOPWORDS, -len(word), word
 
 
 @dataclass(frozen=True)

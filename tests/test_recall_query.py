@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from langmem_tiers import TieredMemory, WordCounter
 from langmem_tiers.config import MemoryConfig
@@ -20,7 +22,14 @@ from langmem_tiers.errors import ConfigError
 from langmem_tiers.recall.engine import leads_first
 from langmem_tiers.recall.fusion import ScoreParts
 from langmem_tiers.recall.options import RecallOptions
-from langmem_tiers.recall.query import analyze, feedback_terms, has_time_expression, salient_terms, time_window
+from langmem_tiers.recall.query import (
+    _TIME_EXPRESSION,
+    analyze,
+    feedback_terms,
+    has_time_expression,
+    salient_terms,
+    time_window,
+)
 
 from .support.clock import FakeClock
 
@@ -87,6 +96,16 @@ def test_asks_when(query: str, asks: bool) -> None:
 ])
 def test_has_time_expression(text: str, dated: bool) -> None:
     assert has_time_expression(text) is dated
+
+
+_PIECES = ["last", "Friday", "MAY", "may", "5", "2019", "3/14", "ago", "two weeks", "MarCh", "the", "this",
+           "Week", "sept", "September", "tonight", "Yesterday", "x", ",", ".", "\n", " ", "İ", "ſ", "K", "é"]
+
+
+@given(st.lists(st.sampled_from(_PIECES), max_size=12).map(" ".join))
+def test_has_time_expression_matches_as_the_case_blind_pattern_does(text: str) -> None:
+    # ASCII text takes a faster path (lower-cased, then a case-sensitive pattern); the answer is the same.
+    assert has_time_expression(text) is bool(_TIME_EXPRESSION.search(text))
 
 
 def test_feedback_terms() -> None:

@@ -378,6 +378,7 @@ class RecallIndex:
         now = time.time() if now is None else now
         opts = self.options
         analysis = analyze(query, now if filters.now is None else filters.now)
+        says_when: dict[str, bool] = {}  # has_time_expression of each candidate, tested once however many rounds
         extra: list[tuple[list[str], float]] = []
         if opts.salient_weight > 0 and analysis.salient:
             salient = yield Blocking(lambda: self.journal.keyword_search(" ".join(analysis.salient), ns_ids, want,
@@ -386,7 +387,7 @@ class RecallIndex:
         by_id = yield from self._load(list(dict.fromkeys([*vector_ids, *keyword_ids, *(c for ids, _ in extra
                                                                                       for c in ids)])),
                                       scope, filters, skip, loaded)
-        fused = self._fuse(keyword_ids, vector_ids, extra, by_id, now, analysis)
+        fused = self._fuse(keyword_ids, vector_ids, extra, by_id, now, analysis, says_when)
         if opts.feedback_weight > 0 and fused:
             top = [by_id[c].text for c, _ in fused[:opts.feedback_docs]]
             more_terms = feedback_terms(query, top)
@@ -397,7 +398,7 @@ class RecallIndex:
                 fresh_ids = [c for c in extra[-1][0] if c not in by_id]
                 if fresh_ids:
                     by_id.update((yield from self._load(fresh_ids, scope, filters, skip)))
-                fused = self._fuse(keyword_ids, vector_ids, extra, by_id, now, analysis)
+                fused = self._fuse(keyword_ids, vector_ids, extra, by_id, now, analysis, says_when)
         leads: list[str] = []  # the first round's best: the neighbor list never reorders them (leads_first)
         if opts.neighbor_weight > 0 and fused and (not kinds or "turn" in kinds):
             leads = [c for c, _ in fused[:opts.neighbor_docs]]
@@ -407,7 +408,7 @@ class RecallIndex:
             fresh = {str(n.id): n for n in around if str(n.id) not in by_id}
             if fresh:
                 by_id.update((yield from self._load(list(fresh), scope, filters, skip, fresh)))
-            fused = self._fuse(keyword_ids, vector_ids, extra, by_id, now, analysis)
+            fused = self._fuse(keyword_ids, vector_ids, extra, by_id, now, analysis, says_when)
         if opts.session_weight > 0 and scope.kind != "session" and len(ns_ids) > opts.session_top:
             # Two-stage: the sessions of the best candidates, searched again more deeply.
             best = _best_sessions(fused, by_id, opts.session_top)
@@ -422,7 +423,7 @@ class RecallIndex:
             more = [c for ids, _ in extra for c in ids if c not in by_id]
             if more:
                 by_id.update((yield from self._load(more, scope, filters, skip)))
-            fused = self._fuse(keyword_ids, vector_ids, extra, by_id, now, analysis)
+            fused = self._fuse(keyword_ids, vector_ids, extra, by_id, now, analysis, says_when)
         if leads:
             fused = leads_first(fused, leads)
         return [(r, parts) for cid, parts in fused if passes(r := by_id[cid], filters)]
@@ -503,7 +504,7 @@ class RecallIndex:
 
     def _fuse(self, keyword_ids: Sequence[str], vector_ids: Sequence[str],
               extra: Sequence[tuple[Sequence[str], float]], by_id: Mapping[str, Record], now: float,
-              analysis: Any) -> list[tuple[str, ScoreParts]]:
+              analysis: Any, says_when: dict[str, bool]) -> list[tuple[str, ScoreParts]]:
         opts = self.options
         boosts: dict[str, float] = {}
         for c, r in by_id.items():
@@ -511,8 +512,11 @@ class RecallIndex:
             if opts.time_boost > 0 and analysis.window is not None \
                     and analysis.window[0] <= r.created_at < analysis.window[1]:
                 boost *= 1.0 + opts.time_boost
-            if opts.when_boost > 0 and analysis.asks_when and has_time_expression(r.text):
-                boost *= 1.0 + opts.when_boost
+            if opts.when_boost > 0 and analysis.asks_when:
+                if c not in says_when:
+                    says_when[c] = has_time_expression(r.text)
+                if says_when[c]:
+                    boost *= 1.0 + opts.when_boost
             if boost != 1.0:
                 boosts[c] = boost
         return fuse(

@@ -152,7 +152,7 @@ class NearDuplicates:
 
     def __init__(self, threshold: float, counts: Mapping[str, int] | None = None) -> None:
         self.threshold = threshold
-        self._counts = counts or {}
+        self._order = _PrefixOrder(counts or {})
         self._kept: list[frozenset[str]] = []
         self._by_prefix_word: dict[str, list[int]] = {}
         self._empty = False  # two empty sets are identical (Jaccard 1)
@@ -165,7 +165,7 @@ class NearDuplicates:
         elif t <= 0:  # every pair qualifies, sharing a word or not
             seen = bool(self._kept)
         else:
-            prefix = sorted(words, key=self._order)[:len(words) - math.floor(t * len(words)) + 1]
+            prefix = sorted(words, key=self._order.__getitem__)[:len(words) - math.floor(t * len(words)) + 1]
             others = {i for w in prefix for i in self._by_prefix_word.get(w, ())}
             seen = any(len(kept) * t <= len(words) and len(words) * t <= len(kept) and set_jaccard(words, kept) >= t
                        for kept in (self._kept[i] for i in others))
@@ -178,9 +178,18 @@ class NearDuplicates:
         self._kept.append(words)
         return True
 
-    def _order(self, word: str) -> tuple[int, bool, int, str]:
-        """The one order of all words that every prefix follows: likely rare ones first."""
-        return self._counts.get(word, 0), word in STOPWORDS, -len(word), word
+
+class _PrefixOrder(dict[str, tuple[int, bool, int, str]]):
+    """Each word's place in the one order that every prefix of a :class:`NearDuplicates` follows: likely
+    rare ones first. Worked out once per word (the same words come back in most candidates)."""
+
+    def __init__(self, counts: Mapping[str, int]) -> None:
+        super().__init__()
+        self._counts = counts
+
+    def __missing__(self, word: str) -> tuple[int, bool, int, str]:
+        key = self[word] = (self._counts.get(word, 0), word in STOPWORDS, -len(word), word)
+        return key
 
 
 @dataclass(frozen=True)

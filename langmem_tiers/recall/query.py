@@ -48,6 +48,9 @@ _TIME_EXPRESSION = re.compile(
     r"(?:may|march) \d{1,4}|"  # alone, "may" and "march" are mostly the verb and the noun
     + "|".join(sorted(WEEKDAYS | {m for m in MONTHS if len(m) > 3 and m != "march"}, key=len, reverse=True))
     + r")\b", re.IGNORECASE)
+# The same pattern without IGNORECASE, for ASCII text lower-cased first (the pattern is lower-case): on
+# ASCII text a case-blind match is exactly a match of the lower-cased text.
+_TIME_EXPRESSION_LOWER = re.compile(_TIME_EXPRESSION.pattern)
 _UNITS = {"day": 1.0, "days": 1.0, "week": 7.0, "weeks": 7.0, "month": 30.0, "months": 30.0,
           "year": 365.0, "years": 365.0}
 _NUMBER_WORDS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
@@ -142,6 +145,8 @@ def inner_names(text: str) -> list[str]:
 
 def has_time_expression(text: str) -> bool:
     """True when ``text`` says when something happened: a date, a weekday, a month, "ago", "last week"..."""
+    if text.isascii():  # the same matches, at twice the speed (a "when" question tests every candidate)
+        return bool(_TIME_EXPRESSION_LOWER.search(text.lower()))
     return bool(_TIME_EXPRESSION.search(text))
 
 

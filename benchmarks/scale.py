@@ -27,7 +27,8 @@ The first context() after filling (the cold one: in-process vector indexes are f
 apart, then the run waits for any HNSW graph still building in the background (``graph_build_s``)
 before sampling, so the samples measure the installed index. With ``--servers`` the journal is a
 throwaway PostgreSQL cluster and the vectors a ``chroma run`` server, both on 127.0.0.1 (started
-with the test suite's helpers in tests/support).
+with the test suite's helpers in tests/support); the row then carries the Chroma server's RSS after each
+phase and its peak since it started, beside this process's.
 
 ``--breakdown`` adds, after the samples, as many more context() calls with every journal read, the
 embedder, the in-process vector index's search and Python's garbage collector timed apart: the row's
@@ -60,7 +61,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from timing import Counters, rss_kib
+from timing import Counters, pid_of_command, rss_kib
 
 from langmem_tiers import MemoryConfig, TieredMemory
 from langmem_tiers.journal.base import Namespace, NewRecord
@@ -166,9 +167,14 @@ def measure(size: int, vectors: bool, samples: int, layout: str, per_session: in
     fill_s = time.perf_counter() - t0
     print(json.dumps({"size": size, "folder": str(folder), "fill_s": round(fill_s, 1)}), flush=True)
     rss_mb: dict[str, int] = {}  # this process's RSS after each phase (where target 4's memory goes)
+    # With --servers, the Chroma server's too: the vectors' memory moved there, it did not vanish.
+    server = pid_of_command("--port", chroma.rsplit(":", 1)[1]) if chroma else None
+    server_mb: dict[str, int] = {}
 
     def mark(phase: str) -> None:
         rss_mb[phase] = round(rss_kib()[0] / 1024)
+        if server is not None:
+            server_mb[phase] = round(rss_kib(server)[0] / 1024)
 
     # The live handle opens on the finished journal, from a handle on another session.
     with _open_setup(journal_url or folder, chroma, vectors) as setup:
@@ -236,6 +242,10 @@ def measure(size: int, vectors: bool, samples: int, layout: str, per_session: in
         "journal": "postgresql" if journal_url else "sqlite", "reused_fill": reuse is not None,
         "vectors_in": "chroma server" if chroma else "embedded chroma",
     })
+    if server is not None:
+        row["chroma_server_rss_mb_by_phase"] = server_mb
+        # Its peak since it started: every fill of this run included (one server serves all the sizes).
+        row["chroma_server_peak_rss_mb"] = round(rss_kib(server)[1] / 1024)
     if parts:
         row["breakdown_ms"] = {name: round(ms / samples, 2) for name, ms in sorted(parts.items(), key=lambda p: -p[1])}
     return row

@@ -55,18 +55,36 @@ class Counters:
         undo.append(lambda: setattr(obj, attr, original))
 
 
-def rss_kib() -> tuple[int, int]:
-    """(current RSS, peak RSS) of this process in KiB, from /proc/self/status (Linux; elsewhere both
-    are the peak, from getrusage)."""
+def rss_kib(pid: int | None = None) -> tuple[int, int]:
+    """(current RSS, peak RSS) in KiB of this process, or of process ``pid``, from /proc/PID/status
+    (Linux; elsewhere both are this process's peak, from getrusage, and (0, 0) for another process)."""
     now = peak = 0
     try:
-        for line in Path("/proc/self/status").read_text().splitlines():
+        for line in Path(f"/proc/{pid or 'self'}/status").read_text().splitlines():
             if line.startswith("VmRSS:"):
                 now = int(line.split()[1])
             elif line.startswith("VmHWM:"):
                 peak = int(line.split()[1])
     except OSError:
+        if pid is not None:
+            return 0, 0
         import resource
 
         peak = now = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return now, peak
+
+
+def pid_of_command(*words: str) -> int | None:
+    """The process whose command line holds ``words`` one after another (Linux /proc), or ``None``:
+    how a benchmark finds a server it started through a helper that keeps the process to itself."""
+    wanted = [w.encode() for w in words]
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue  # the process ended meanwhile
+        if any(argv[i:i + len(wanted)] == wanted for i in range(len(argv))):
+            return int(entry.name)
+    return None

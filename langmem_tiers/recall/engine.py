@@ -20,7 +20,6 @@ import socket
 import threading
 import time
 import uuid
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -431,17 +430,14 @@ class RecallIndex:
     def select(self, ranked: Sequence[Ranked], k: int) -> list[RecallHit]:
         """The first ``k`` of ``ranked`` as hits, one per turn and no near-duplicates."""
         out: list[RecallHit] = []
-        # The words of the first k candidates (each looked at below), split once: how many of them hold
-        # each word orders the near-duplicate check's prefixes (rare words first: few pairs to compare).
-        ahead = [word_set(r.text) for r, _ in ranked[:k]]
-        kept = NearDuplicates(self.dedupe_threshold, Counter(w for words in ahead for w in words))
+        kept = NearDuplicates(self.dedupe_threshold)  # each kept hit's words, split once
         turn_messages: set[int] = set()  # the messages of the turns kept so far
-        for n, (r, parts) in enumerate(ranked):
+        for r, parts in ranked:
             # One hit per turn: a long turn is indexed as several chunks, and a turn that grew after it
             # was answered has an earlier record too; the best one speaks for the turn.
             if r.kind == "turn" and not turn_messages.isdisjoint(r.message_ids):
                 continue
-            words = ahead[n] if n < len(ahead) else word_set(r.text)
+            words = word_set(r.text)
             if not kept.keep(words):
                 continue
             if r.kind == "turn":

@@ -16,7 +16,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from langmem_tiers.errors import ConfigError
-from langmem_tiers.text import STOPWORDS
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -142,17 +141,10 @@ class NearDuplicates:
     then |A & B| >= t * max(|A|, |B|), so the first |A| - floor(t * |A|) + 1 words of A and the first
     |B| - floor(t * |B|) + 1 of B share a word. Only kept sets sharing a word with the new set's
     prefix are compared; the comparison itself is the exact Jaccard, as before.
-
-    Any one order of words finds every pair; it decides how many others a prefix brings. Rare words
-    first bring few: words are ordered by ``counts`` (how many of the sets to come hold each word,
-    when the caller knows; an unknown word counts 0), then stopwords last and longer words first.
-    In alphabetical order a prefix was mostly "a", "about", "and"; without counts, the speaker labels
-    every turn carries ("assistant", a name) are among its longest words.
     """
 
-    def __init__(self, threshold: float, counts: Mapping[str, int] | None = None) -> None:
+    def __init__(self, threshold: float) -> None:
         self.threshold = threshold
-        self._order = _PrefixOrder(counts or {})
         self._kept: list[frozenset[str]] = []
         self._by_prefix_word: dict[str, list[int]] = {}
         self._empty = False  # two empty sets are identical (Jaccard 1)
@@ -165,7 +157,7 @@ class NearDuplicates:
         elif t <= 0:  # every pair qualifies, sharing a word or not
             seen = bool(self._kept)
         else:
-            prefix = sorted(words, key=self._order.__getitem__)[:len(words) - math.floor(t * len(words)) + 1]
+            prefix = sorted(words)[:len(words) - math.floor(t * len(words)) + 1]
             others = {i for w in prefix for i in self._by_prefix_word.get(w, ())}
             seen = any(len(kept) * t <= len(words) and len(words) * t <= len(kept) and set_jaccard(words, kept) >= t
                        for kept in (self._kept[i] for i in others))
@@ -177,19 +169,6 @@ class NearDuplicates:
         self._empty = self._empty or not words
         self._kept.append(words)
         return True
-
-
-class _PrefixOrder(dict[str, tuple[int, bool, int, str]]):
-    """Each word's place in the one order that every prefix of a :class:`NearDuplicates` follows: likely
-    rare ones first. Worked out once per word (the same words come back in most candidates)."""
-
-    def __init__(self, counts: Mapping[str, int]) -> None:
-        super().__init__()
-        self._counts = counts
-
-    def __missing__(self, word: str) -> tuple[int, bool, int, str]:
-        key = self[word] = (self._counts.get(word, 0), word in STOPWORDS, -len(word), word)
-        return key
 
 
 @dataclass(frozen=True)

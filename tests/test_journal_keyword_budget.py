@@ -17,6 +17,7 @@ import pytest
 from langmem_tiers.journal.base import Namespace, NewRecord, search_terms
 from langmem_tiers.journal.keyword_budget import KEYWORD_BUDGET, KeywordPlan, TermCount, plan_terms, recency_windows
 from langmem_tiers.journal.sqlite import SqliteJournal
+from langmem_tiers.journal.sqlite import fts_query as sqlite_fts_query
 from langmem_tiers.keyring import FolderKeyRing
 from tests.support.postgres import postgres_url
 from tests.test_journal_contract import RANKING_CASES, RANKING_CORPUS
@@ -332,5 +333,49 @@ def test_postgres_connections_plan_each_run_for_its_arguments(request: pytest.Fi
         assert journal._pool is not None
         with journal._pool.connection() as conn:
             assert conn.execute("SHOW plan_cache_mode").fetchone() == ("force_custom_plan",)
+    finally:
+        journal.close()
+
+
+def test_sqlite_ranks_a_scope_the_same_streamed_or_joined(tmp_path: Path) -> None:
+    """SQLite ranks a scope holding most of the journal by streaming FTS5's own ranking through a
+    scope test, and a small scope by joining every match first: both give the same rows, scores and
+    order, whatever the scope's share, kinds, floor and k (a scope of few matches reads several chunks)."""
+    import random
+
+    journal = SqliteJournal(tmp_path / "journal.sqlite3")
+    try:
+        rng = random.Random(5)
+        words = ["kayak", "weather", "trip", "canoe", "lisbon", "storm", "river", "tent"]
+        namespaces = [journal.namespace_id(Namespace(f"s{i}", f"u{i % 3}")) or 0 for i in range(9)]
+        for ns_id in namespaces:
+            journal.add_records(ns_id, [NewRecord("fact" if rng.random() < 0.2 else "turn",
+                                                  " ".join(rng.choices(words, k=6)), created_at=float(i))
+                                        for i in range(60)])
+        scopes = [namespaces, namespaces[::3], namespaces[:1], namespaces[1:]]
+        db = journal._sql
+        checked_floor = False
+        for scope in scopes:
+            for query in ("kayak", "weather storm", "lisbon tent river"):
+                match = sqlite_fts_query("", (), search_terms(query))
+                assert match is not None
+                for k in (1, 5, 50, 200):
+                    for kinds in (None, ["fact"]):
+                        floors = [0, int(db.one("SELECT max(rowid) FROM records_fts")[0]) // 2]
+                        for floor in floors:
+                            joined = SqliteJournal._ranked_joined(db, match, scope, k, kinds, floor)
+                            streamed = SqliteJournal._ranked_streamed(db, match, scope, k, kinds, floor)
+                            assert [tuple(r) for r in streamed] == [tuple(r) for r in joined], (scope, query, k)
+                            checked_floor = checked_floor or (floor > 0 and len(joined) > 0)
+        assert checked_floor
+        # One session of nine: its best matches lie past the first chunk (64 rows) of the journal's
+        # ranking, so the streamed way reads on, and still gives the joined way's rows.
+        kayak = sqlite_fts_query("", (), ["kayak"]) or ""
+        streamed = SqliteJournal._ranked_streamed(db, kayak, namespaces[:1], 25, None, 0)
+        journal_order = [r[0] for r in db.all("SELECT rowid FROM records_fts WHERE records_fts MATCH ? "
+                                              "ORDER BY bm25(records_fts, 1.0, 0.0), rowid DESC", [kayak])]
+        assert len(streamed) == 25
+        assert journal_order.index(streamed[-1][0]) >= 64
+        assert streamed == SqliteJournal._ranked_joined(db, kayak, namespaces[:1], 25, None, 0)
     finally:
         journal.close()

@@ -722,10 +722,10 @@ class SqliteJournal(SqlJournal):
         Two ways to the same rows. Joined: every match is looked up in ``records`` and kept to the scope
         before ranking. Streamed: FTS5 ranks its matches alone and the best are read in growing chunks,
         each kept to the scope by one lookup by id, until ``k`` are found: the first ``k`` in the same
-        order. Streamed is faster when most matches are in the scope (one user holding the journal:
-        10.6 -> 7.0 ms at 100k records), slower when few are (a tenth of the journal's sessions: 6.9 ->
-        15.3 ms), so it is taken when the scope holds at least half of the journal's sessions
-        (``benchmarks/keyword_scope.py``).
+        order. Streamed is faster when most matches are in the scope (every session of a journal of 100k
+        records: 6.5 ms against 10.1 joined), slower when few are (a tenth of its sessions: 13.0 against
+        5.4), so it is taken when the scope holds at least half of the journal's sessions (a threshold
+        between the two measured ends, not tuned: ``benchmarks/keyword_scope.py``).
         """
         journal_ns = int(db.one("SELECT count(*) FROM namespaces")[0])
         ranked = SqliteJournal._ranked_streamed if 2 * len(ns_ids) >= journal_ns else SqliteJournal._ranked_joined

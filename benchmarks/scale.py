@@ -61,7 +61,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from timing import Counters, pid_of_command, rss_kib
+from timing import Counters, rss_kib
 
 from langmem_tiers import MemoryConfig, TieredMemory
 from langmem_tiers.journal.base import Namespace, NewRecord
@@ -151,7 +151,7 @@ def _fill_child(target: str | Path, chroma: str | None, size: int, vectors: bool
 
 def measure(size: int, vectors: bool, samples: int, layout: str, per_session: int,
             journal_url: str | None = None, chroma: str | None = None, reuse: Path | None = None,
-            breakdown: bool = False) -> dict[str, Any]:
+            breakdown: bool = False, server: int | None = None) -> dict[str, Any]:
     rng = random.Random(size)
     folder = reuse or Path(tempfile.mkdtemp(prefix="lt-scale-"))
     t0 = time.perf_counter()
@@ -167,8 +167,7 @@ def measure(size: int, vectors: bool, samples: int, layout: str, per_session: in
     fill_s = time.perf_counter() - t0
     print(json.dumps({"size": size, "folder": str(folder), "fill_s": round(fill_s, 1)}), flush=True)
     rss_mb: dict[str, int] = {}  # this process's RSS after each phase (where target 4's memory goes)
-    # With --servers, the Chroma server's too: the vectors' memory moved there, it did not vanish.
-    server = pid_of_command("--port", chroma.rsplit(":", 1)[1]) if chroma else None
+    # With --servers, the Chroma server's (process ``server``) too: the vectors' memory moved there.
     server_mb: dict[str, int] = {}
 
     def mark(phase: str) -> None:
@@ -323,13 +322,16 @@ def main() -> None:
 
         with contextlib.ExitStack() as stack:
             url = stack.enter_context(postgres_server())
-            host, port = stack.enter_context(chroma_server(Path(tempfile.mkdtemp(prefix="lt-chroma-"))))
-            run(args, out, url, f"http://{host}:{port}")
+            chroma_data = Path(tempfile.mkdtemp(prefix="lt-chroma-"))
+            host, port = stack.enter_context(chroma_server(chroma_data))
+            server_pid = int((chroma_data / f"server-{port}.pid").read_text())  # written by the helper
+            run(args, out, url, f"http://{host}:{port}", server_pid)
     else:
         run(args, out, None, None)
 
 
-def run(args: argparse.Namespace, out: Path, journal_url: str | None, chroma: str | None) -> None:
+def run(args: argparse.Namespace, out: Path, journal_url: str | None, chroma: str | None,
+        server_pid: int | None = None) -> None:
     rows = []
     print(json.dumps({"machine": f"{platform.machine()} {os.cpu_count()} cores, python {platform.python_version()}",
                       "date": time.strftime("%Y-%m-%d"), "layout": args.layout}))
@@ -339,7 +341,7 @@ def run(args: argparse.Namespace, out: Path, journal_url: str | None, chroma: st
             _reset_postgres(journal_url)
         row = measure(size, vectors=not args.no_vectors, samples=args.samples, layout=args.layout,
                       per_session=args.per_session, journal_url=journal_url, chroma=chroma, reuse=args.reuse,
-                      breakdown=args.breakdown)
+                      breakdown=args.breakdown, server=server_pid)
         rows.append(row)
         print(json.dumps(row), flush=True)
         out.with_suffix(".json").write_text(json.dumps(rows, indent=2))  # what is done survives an interrupt

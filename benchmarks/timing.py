@@ -73,18 +73,3 @@ def rss_kib(pid: int | None = None) -> tuple[int, int]:
         peak = now = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return now, peak
 
-
-def pid_of_command(*words: str) -> int | None:
-    """The process whose command line holds ``words`` one after another (Linux /proc), or ``None``:
-    how a benchmark finds a server it started through a helper that keeps the process to itself."""
-    wanted = [w.encode() for w in words]
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue  # the process ended meanwhile
-        if any(argv[i:i + len(wanted)] == wanted for i in range(len(argv))):
-            return int(entry.name)
-    return None

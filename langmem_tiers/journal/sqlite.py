@@ -723,9 +723,10 @@ class SqliteJournal(SqlJournal):
         before ranking. Streamed: FTS5 ranks its matches alone and the best are read in growing chunks,
         each kept to the scope by one lookup by id, until ``k`` are found: the first ``k`` in the same
         order. Streamed is faster when most matches are in the scope (every session of a journal of 100k
-        records: 6.5 ms against 10.1 joined), slower when few are (a tenth of its sessions: 13.0 against
-        5.4), so it is taken when the scope holds at least half of the journal's sessions (a threshold
-        between the two measured ends, not tuned: ``benchmarks/keyword_scope.py``).
+        records: 6.1-6.5 ms against 10.1-10.7 joined, two runs), slower when few are (a tenth of its
+        sessions: 13.0-14.0 against 5.4-5.6), so it is taken when the scope holds at least half of the
+        journal's sessions (a threshold between the two measured ends, not tuned:
+        ``benchmarks/keyword_scope.py``).
         """
         # Sessions are numbered from 1 (AUTOINCREMENT): the highest number is their count but for erased
         # ones, read at the end of the primary key (counting 10,000 rows cost ~0.8 ms a search).

@@ -104,6 +104,8 @@ def chroma_server(
             stdin=subprocess.DEVNULL,
             env=env,
         )
+        # Beside the log: a benchmark that measures the server's memory reads its pid here.
+        (data / f"server-{port}.pid").write_text(str(proc.pid))
         try:
             deadline = time.monotonic() + timeout_s
             while not _heartbeat(host, port):

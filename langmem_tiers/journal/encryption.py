@@ -364,7 +364,9 @@ class RowCodec:
 
     def record_fields(self, ns: Namespace, text: str, tags: str, metadata: str,
                       key: str | None) -> tuple[str, str, str, str | None]:
-        if self.cipher is None and not (is_sealed(text) or is_sealed(tags) or is_sealed(metadata) or is_sealed(key)):
+        # is_sealed() inlined: four calls cost a plaintext journal ~2 us a record read.
+        if self.cipher is None and not (text.startswith(PREFIX) or tags.startswith(PREFIX)
+                                        or metadata.startswith(PREFIX) or (key is not None and key.startswith(PREFIX))):
             return text, tags, metadata, key
         opened = (unseal(self.cipher, ns, RECORD_TEXT, text), unseal(self.cipher, ns, RECORD_TAGS, tags),
                   unseal(self.cipher, ns, RECORD_METADATA, metadata))

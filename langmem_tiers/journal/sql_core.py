@@ -67,7 +67,7 @@ from langmem_tiers.journal.rows import (
     message_values,
     record_values,
     row_message,
-    row_record,
+    row_records,
     to_json,
 )
 from langmem_tiers.messages import Message
@@ -428,7 +428,7 @@ class SqlWrite:
         # plans memories at 100k records in one session, 0.04 ms as ranges).
         rows = self.db.all(f"{RECORD_SELECT} WHERE r.ns {members} AND (r.kind < 'turn' OR r.kind > 'turn') "
                            "AND r.valid_to IS NULL ORDER BY +r.id", args)
-        return [row_record(r, self._codec) for r in rows]
+        return row_records(rows, self._codec)
 
     def supersede(self, record_ids: Sequence[int], valid_to: float) -> None:
         if not record_ids:

@@ -34,7 +34,7 @@ from langmem_tiers.journal.base import (
 )
 from langmem_tiers.journal.encryption import RECORD_METADATA, RECORD_TEXT, FieldCipher, RowCodec, shred_orphans
 from langmem_tiers.journal.keyword_budget import KEYWORD_BUDGET
-from langmem_tiers.journal.rows import MSG_COLS, RECORD_SELECT, id_tuple, row_message, row_record, to_json
+from langmem_tiers.journal.rows import MSG_COLS, RECORD_SELECT, id_tuple, row_message, row_records, to_json
 from langmem_tiers.messages import Message
 
 log = logging.getLogger(__name__)
@@ -442,7 +442,7 @@ class SqlJournal:
             members, args = db.in_(list(ids))
             rows = db.all(f"{RECORD_SELECT} WHERE r.id {members} ORDER BY r.id", args)
             codec = self._codec(db)
-            return [row_record(r, codec) for r in rows]
+            return row_records(rows, codec)
 
     def beside(self, record_ids: Sequence[int], kind: str, per_side: int
                ) -> dict[int, tuple[list[Record], list[Record]]]:
@@ -554,7 +554,7 @@ class SqlJournal:
                 sql, order = f"{RECORD_SELECT} WHERE r.ns {members}", "r.id"
             rows = db.all(f"{sql} ORDER BY {order}", args)
             codec = self._codec(db)
-            return [row_record(r, codec) for r in rows]
+            return row_records(rows, codec)
 
     def add_records(self, ns_id: int, records: Sequence[NewRecord]) -> list[int]:
         """Insert records of one session; raises SessionErasedError when it was erased."""
@@ -663,7 +663,7 @@ class SqlJournal:
                           f"AND o.ns {members} ORDER BY o.record_id DESC LIMIT ?) AND r.ns {members} "
                           "ORDER BY r.id DESC", [*args, limit, *args])
             codec = self._codec(db)
-            return [row_record(r, codec) for r in reversed(rows)]
+            return row_records(reversed(rows), codec)
 
     def requeue_all(self) -> int:
         """Queue every record for upsert afresh (``reindex``); the number of pending items."""

@@ -1,0 +1,50 @@
+"""Records decoded from journal rows (``langmem_tiers.journal.rows``) are the records ``Record(...)``
+builds: the decoder skips the frozen dataclass's ``__init__`` for speed, so this is the check that
+it still sets every field, and nothing else, on a plaintext and on an encrypted journal."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from langmem_tiers.journal.base import Namespace, NewRecord, Record
+from langmem_tiers.journal.sqlite import SqliteJournal
+from langmem_tiers.keyring import FolderKeyRing
+
+FIELDS = {f.name for f in dataclasses.fields(Record)}
+
+
+@pytest.mark.parametrize("encrypted", [False, True], ids=["plain", "encrypted"])
+def test_decoded_records_are_the_records_the_dataclass_builds(tmp_path: Path, encrypted: bool) -> None:
+    keyring = FolderKeyRing(tmp_path / "keys") if encrypted else None
+    journal = SqliteJournal(tmp_path / "journal.sqlite3", keyring=keyring)
+    try:
+        a = journal.namespace_id(Namespace("a", "u", "bot")) or 0
+        b = journal.namespace_id(Namespace("b", "u")) or 0
+        ids = journal.add_records(a, [
+            NewRecord("turn", "user: hi\nassistant: hello", (1, 2), created_at=5.0),
+            NewRecord("fact", "I live in Porto", (3,), importance=0.8, pinned=True, tags=("home", "city"),
+                      metadata={"source": "extract", "n": [1, 2]}, created_at=10.0, key="location"),
+        ])
+        ids += journal.add_records(b, [NewRecord("note", "no messages", created_at=20.0)])
+        with journal.write(b) as tx:
+            tx.supersede([ids[1]], 15.0)
+        records = journal.records(ids)
+    finally:
+        journal.close()
+    expected = [
+        Record(ids[0], Namespace("a", "u", "bot"), "turn", "user: hi\nassistant: hello", (1, 2), created_at=5.0),
+        Record(ids[1], Namespace("a", "u", "bot"), "fact", "I live in Porto", (3,), 0.8, True, ("home", "city"),
+               {"source": "extract", "n": [1, 2]}, 10.0, "location", 15.0),
+        Record(ids[2], Namespace("b", "u"), "note", "no messages", created_at=20.0),
+    ]
+    assert records == expected
+    for got in records:
+        assert set(vars(got)) == FIELDS  # every field set, no stray attribute
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            got.text = "changed"  # type: ignore[misc]
+    # Rows of one session share its namespace; each record's metadata is its own dict.
+    assert records[0].namespace is records[1].namespace
+    assert records[0].metadata is not records[2].metadata

@@ -184,9 +184,10 @@ def test_fuse_extra_lists_and_boosts() -> None:
     assert boosted["c"].total == pytest.approx(3.0 * dict(plain)["c"].total)
 
 
-# Stopwords and words of several lengths, as real text mixes them (they sort to different places in a prefix).
-_WORDS = st.sets(st.sampled_from(["a", "and", "the", "about", "w1", "w22", "word3", "w4", "porto", "lisbon",
-                                  "x", "yy", "wedding", "z5"]), max_size=12).map(frozenset)
+# Stopwords, speaker labels and words of several lengths, as real text mixes them (they sort to different places
+# in a prefix).
+_WORDS = st.sets(st.sampled_from(["a", "and", "the", "about", "user", "assistant", "w1", "w22", "word3", "w4",
+                                  "porto", "lisbon", "x", "yy", "wedding", "z5"]), max_size=12).map(frozenset)
 
 
 @settings(max_examples=300, deadline=None)

@@ -442,7 +442,7 @@ class RecallIndex:
                 continue
             if r.kind == "turn":
                 turn_messages.update(r.message_ids)
-            out.append(_hit(r, parts.total, vars(parts)))
+            out.append(_hit(r, parts.total, parts._asdict()))
             if len(out) >= k:
                 break
         return out

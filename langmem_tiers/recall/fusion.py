@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from langmem_tiers.errors import ConfigError
-from langmem_tiers.text import STOPWORDS
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -143,11 +142,6 @@ class NearDuplicates:
     then |A & B| >= t * max(|A|, |B|), so the first |A| - floor(t * |A|) + 1 words of A and the first
     |B| - floor(t * |B|) + 1 of B share a word. Only kept sets sharing a word with the new set's
     prefix are compared; the comparison itself is the exact Jaccard, as before.
-
-    The order puts the words most texts share last (stopwords, and the speaker labels every turn
-    record starts its lines with), so that prefixes hold the rarer words: in alphabetical order "a",
-    "about", "and" and "assistant" opened nearly every prefix, and nearly every pair was compared.
-    Any one order finds the same pairs; this one finds them from fewer candidates.
     """
 
     def __init__(self, threshold: float) -> None:
@@ -164,7 +158,7 @@ class NearDuplicates:
         elif t <= 0:  # every pair qualifies, sharing a word or not
             seen = bool(self._kept)
         else:
-            prefix = sorted(words, key=_common_last)[:len(words) - math.floor(t * len(words)) + 1]
+            prefix = sorted(words)[:len(words) - math.floor(t * len(words)) + 1]
             others = {i for w in prefix for i in self._by_prefix_word.get(w, ())}
             seen = any(len(kept) * t <= len(words) and len(words) * t <= len(kept) and set_jaccard(words, kept) >= t
                        for kept in (self._kept[i] for i in others))
@@ -176,14 +170,6 @@ class NearDuplicates:
         self._empty = self._empty or not words
         self._kept.append(words)
         return True
-
-
-# Words nearly every record holds: ordered last in NearDuplicates' prefixes.
-_COMMON = STOPWORDS | {"user", "assistant", "system", "tool"}  # the speaker labels of units.message_line
-
-
-def _common_last(word: str) -> tuple[bool, str]:
-    return word in _COMMON, word
 
 
 @dataclass(frozen=True)

@@ -142,33 +142,47 @@ class NearDuplicates:
     then |A & B| >= t * max(|A|, |B|), so the first |A| - floor(t * |A|) + 1 words of A and the first
     |B| - floor(t * |B|) + 1 of B share a word. Only kept sets sharing a word with the new set's
     prefix are compared; the comparison itself is the exact Jaccard, as before.
+
+    In conversation most words of a prefix are common ("and", "about", a speaker's name), so the
+    prefixes still let most pairs through. Before its Jaccard, each pair is tested by a 256-bit
+    signature of each set (a word sets bit ``hash(word) % 256``): a bit set in one signature only
+    comes from a word in one set only, so ``popcount(a ^ b) <= |A ^ B|``, and J(A, B) >= t needs
+    ``|A ^ B| * (1 + t) <= (|A| + |B|) * (1 - t)``. A pair over that bound is not a near-duplicate;
+    the others get the exact Jaccard. (Any hash works: a collision only lowers the count.)
     """
 
     def __init__(self, threshold: float) -> None:
         self.threshold = threshold
-        self._kept: list[frozenset[str]] = []
+        self._kept: list[tuple[frozenset[str], int]] = []  # each kept set and its signature
         self._by_prefix_word: dict[str, list[int]] = {}
         self._empty = False  # two empty sets are identical (Jaccard 1)
 
     def keep(self, words: frozenset[str]) -> bool:
         """Keep ``words`` unless it is a near-duplicate of a set kept before; whether it was kept."""
         t = self.threshold
+        signature = 0
         if not words:
             seen = (self._empty and t <= 1) or (t <= 0 and bool(self._kept))
         elif t <= 0:  # every pair qualifies, sharing a word or not
             seen = bool(self._kept)
         else:
+            for w in words:
+                signature |= 1 << (hash(w) & 255)
             prefix = sorted(words)[:len(words) - math.floor(t * len(words)) + 1]
             others = {i for w in prefix for i in self._by_prefix_word.get(w, ())}
-            seen = any(len(kept) * t <= len(words) and len(words) * t <= len(kept) and set_jaccard(words, kept) >= t
-                       for kept in (self._kept[i] for i in others))
+            n, slack = len(words), 1.0 + t
+            seen = any(len(kept) * t <= n and n * t <= len(kept)
+                       # 1e-9: only a pair clearly over the bound is skipped (float rounding)
+                       and (signature ^ bits).bit_count() * slack <= (n + len(kept)) * (1.0 - t) + 1e-9
+                       and set_jaccard(words, kept) >= t
+                       for kept, bits in (self._kept[i] for i in others))
             if not seen:
                 for w in prefix:
                     self._by_prefix_word.setdefault(w, []).append(len(self._kept))
         if seen:
             return False
         self._empty = self._empty or not words
-        self._kept.append(words)
+        self._kept.append((words, signature))
         return True
 
 

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from langmem_tiers.errors import ConfigError
 from langmem_tiers.recall.fusion import (
+    Fusion,
     FusionParams,
     NearDuplicates,
     ScoreParts,
@@ -209,3 +210,29 @@ def test_near_duplicates_keep_a_near_copy_out_and_a_different_text_in() -> None:
     assert near.keep(word_set("user: we moved to Lisbon in May\nassistant: how is the new flat?"))
     assert not near.keep(word_set("user: we moved to Lisbon in May!\nassistant: How is the new flat?"))
     assert near.keep(word_set("user: my sister moved to Porto\nassistant: is she happy there?"))
+
+
+_IDS = st.lists(st.sampled_from([f"r{i}" for i in range(12)]), max_size=10)  # repeats within a list too
+_WEIGHT = st.sampled_from([0.0, 0.25, 0.5, 1.0, 1.7])
+
+
+@settings(max_examples=300, deadline=None)
+@given(keyword=_IDS, vector=_IDS, first=st.lists(st.tuples(_IDS, _WEIGHT), max_size=2),
+       added=st.lists(st.lists(st.tuples(_IDS, _WEIGHT), min_size=1, max_size=2), max_size=3),
+       ages=st.dictionaries(st.sampled_from([f"r{i}" for i in range(12)]), st.floats(0, 1e8)),
+       importances=st.dictionaries(st.sampled_from([f"r{i}" for i in range(12)]), st.floats(0, 1)),
+       pinned=st.sets(st.sampled_from([f"r{i}" for i in range(12)])),
+       boosts=st.dictionaries(st.sampled_from([f"r{i}" for i in range(12)]), st.sampled_from([1.5, 2.0])))
+def test_lists_added_to_a_fusion_rank_exactly_as_fusing_them_all(
+        keyword: list[str], vector: list[str], first: list[tuple[list[str], float]],
+        added: list[list[tuple[list[str], float]]], ages: dict[str, float], importances: dict[str, float],
+        pinned: set[str], boosts: dict[str, float]) -> None:
+    # A search's later rounds add lists (flow: the neighbors of its best); the ranking and every score
+    # part must be fuse()'s of all the lists, to the bit (== on floats, no approx).
+    shape: dict[str, Any] = {"ages": ages, "importances": importances, "pinned": pinned, "boosts": boosts}
+    fusion = Fusion(keyword, vector, extra=first, **shape)
+    lists = list(first)
+    for more in added:
+        fusion.add(more, **shape)
+        lists += more
+        assert fusion.ranked == fuse(keyword, vector, extra=lists, **shape)

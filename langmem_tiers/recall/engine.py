@@ -21,7 +21,7 @@ import threading
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from langmem_tiers.config import MemoryConfig
@@ -31,7 +31,7 @@ from langmem_tiers.flow import Blocking, Drivers, Embed, Flow, wait_free
 from langmem_tiers.journal.base import Journal, Namespace, OutboxItem, Record, Scope
 from langmem_tiers.memory_types.expiry import is_expired
 from langmem_tiers.memory_types.fields import EXPIRES_AT, WORKING_KIND
-from langmem_tiers.recall.fusion import FusionParams, NearDuplicates, ScoreParts, fuse, word_set
+from langmem_tiers.recall.fusion import Fusion, FusionParams, NearDuplicates, ScoreParts, word_set
 from langmem_tiers.recall.hits import RecallHit
 from langmem_tiers.recall.options import RecallOptions
 from langmem_tiers.recall.query import analyze, feedback_terms, has_time_expression
@@ -377,7 +377,7 @@ class RecallIndex:
         now = time.time() if now is None else now
         opts = self.options
         analysis = analyze(query, now if filters.now is None else filters.now)
-        says_when: dict[str, bool] = {}  # has_time_expression of each candidate, tested once however many rounds
+        rounds = _Rounds()  # what each fusion round leaves to the next
         extra: list[tuple[list[str], float]] = []
         if opts.salient_weight > 0 and analysis.salient:
             salient = yield Blocking(lambda: self.journal.keyword_search(" ".join(analysis.salient), ns_ids, want,
@@ -386,7 +386,7 @@ class RecallIndex:
         by_id = yield from self._load(list(dict.fromkeys([*vector_ids, *keyword_ids, *(c for ids, _ in extra
                                                                                       for c in ids)])),
                                       scope, filters, skip, loaded)
-        fused = self._fuse(keyword_ids, vector_ids, extra, by_id, now, analysis, says_when)
+        fused = self._fuse(keyword_ids, vector_ids, extra, by_id, now, analysis, rounds)
         if opts.feedback_weight > 0 and fused:
             top = [by_id[c].text for c, _ in fused[:opts.feedback_docs]]
             more_terms = feedback_terms(query, top)
@@ -397,7 +397,7 @@ class RecallIndex:
                 fresh_ids = [c for c in extra[-1][0] if c not in by_id]
                 if fresh_ids:
                     by_id.update((yield from self._load(fresh_ids, scope, filters, skip)))
-                fused = self._fuse(keyword_ids, vector_ids, extra, by_id, now, analysis, says_when)
+                fused = self._fuse(keyword_ids, vector_ids, extra, by_id, now, analysis, rounds)
         leads: list[str] = []  # the first round's best: the neighbor list never reorders them (leads_first)
         if opts.neighbor_weight > 0 and fused and (not kinds or "turn" in kinds):
             leads = [c for c, _ in fused[:opts.neighbor_docs]]
@@ -407,7 +407,7 @@ class RecallIndex:
             fresh = {str(n.id): n for n in around if str(n.id) not in by_id}
             if fresh:
                 by_id.update((yield from self._load(list(fresh), scope, filters, skip, fresh)))
-            fused = self._fuse(keyword_ids, vector_ids, extra, by_id, now, analysis, says_when)
+            fused = self._fuse(keyword_ids, vector_ids, extra, by_id, now, analysis, rounds)
         if opts.session_weight > 0 and scope.kind != "session" and len(ns_ids) > opts.session_top:
             # Two-stage: the sessions of the best candidates, searched again more deeply.
             best = _best_sessions(fused, by_id, opts.session_top)
@@ -422,7 +422,7 @@ class RecallIndex:
             more = [c for ids, _ in extra for c in ids if c not in by_id]
             if more:
                 by_id.update((yield from self._load(more, scope, filters, skip)))
-            fused = self._fuse(keyword_ids, vector_ids, extra, by_id, now, analysis, says_when)
+            fused = self._fuse(keyword_ids, vector_ids, extra, by_id, now, analysis, rounds)
         if leads:
             fused = leads_first(fused, leads)
         return [(r, parts) for cid, parts in fused if passes(r := by_id[cid], filters)]
@@ -500,28 +500,45 @@ class RecallIndex:
 
     def _fuse(self, keyword_ids: Sequence[str], vector_ids: Sequence[str],
               extra: Sequence[tuple[Sequence[str], float]], by_id: Mapping[str, Record], now: float,
-              analysis: Any, says_when: dict[str, bool]) -> list[tuple[str, ScoreParts]]:
+              analysis: Any, rounds: _Rounds) -> list[tuple[str, ScoreParts]]:
+        """The candidates of ``by_id`` fused, best first. A later round of the same search (``rounds``)
+        adds the lists appended to ``extra`` since to the fusion it left (:class:`Fusion`: the same
+        ranking), unless a candidate read since is in an earlier list (then it fuses anew)."""
         opts = self.options
+        fresh = [c for c in by_id if c not in rounds.seen]
+        fusion = rounds.fusion
+        if fusion is not None and fresh:
+            earlier = {*keyword_ids, *vector_ids, *(c for ids, _ in extra[:rounds.lists] for c in ids)}
+            if not earlier.isdisjoint(fresh):
+                fusion = None  # an earlier list gains a candidate: fuse anew
+        scored = fresh if fusion is not None else list(by_id)  # whose recency, retention and boost are new
         boosts: dict[str, float] = {}
-        for c, r in by_id.items():
+        for c in scored:
+            r = by_id[c]
             boost = 1.0
             if opts.time_boost > 0 and analysis.window is not None \
                     and analysis.window[0] <= r.created_at < analysis.window[1]:
                 boost *= 1.0 + opts.time_boost
             if opts.when_boost > 0 and analysis.asks_when:
-                if c not in says_when:
-                    says_when[c] = has_time_expression(r.text)
-                if says_when[c]:
+                if c not in rounds.says_when:
+                    rounds.says_when[c] = has_time_expression(r.text)
+                if rounds.says_when[c]:
                     boost *= 1.0 + opts.when_boost
             if boost != 1.0:
                 boosts[c] = boost
-        return fuse(
-            [c for c in keyword_ids if c in by_id], [c for c in vector_ids if c in by_id],
-            ages={c: max(now - r.created_at, 0.0) for c, r in by_id.items()},
-            importances={c: r.importance for c, r in by_id.items()},
-            pinned={c for c, r in by_id.items() if r.pinned}, params=self.params,
-            extra=[([c for c in ids if c in by_id], w) for ids, w in extra], boosts=boosts,
-        )
+        ages = {c: max(now - by_id[c].created_at, 0.0) for c in scored}
+        importances = {c: by_id[c].importance for c in scored}
+        pinned = {c for c in scored if by_id[c].pinned}
+        if fusion is not None:
+            fusion.add([([c for c in ids if c in by_id], w) for ids, w in extra[rounds.lists:]], ages=ages,
+                       importances=importances, pinned=pinned, boosts=boosts)
+        else:
+            fusion = Fusion([c for c in keyword_ids if c in by_id], [c for c in vector_ids if c in by_id],
+                            ages=ages, importances=importances, pinned=pinned, params=self.params,
+                            extra=[([c for c in ids if c in by_id], w) for ids, w in extra], boosts=boosts)
+        rounds.fusion, rounds.lists = fusion, len(extra)
+        rounds.seen.update(fresh)
+        return fusion.ranked
 
     def _linked(self, hits: list[RecallHit], scope: Scope, filters: SearchFilters) -> Flow[list[RecallHit]]:
         """One-hop expansion: records linked to a hit, scored ``hit score * strength / 2``."""
@@ -545,6 +562,17 @@ class RecallIndex:
     def pinned(self, scope: Scope, memo: RequestMemo | None = None) -> list[Record]:
         ns_ids = ids_to_probe(scope_listing(self.journal, scope, memo), pinned_only=True)
         return self.journal.scoped_records(ns_ids, pinned_only=True)
+
+
+@dataclass
+class _Rounds:
+    """One search's fusion between its rounds: the fusion so far, how many extra lists it holds, the
+    candidates it has scored, and each candidate's date test (``has_time_expression``, made once)."""
+
+    fusion: Fusion | None = None
+    lists: int = 0
+    seen: set[str] = field(default_factory=set)
+    says_when: dict[str, bool] = field(default_factory=dict)
 
 
 def passes(r: Record, f: SearchFilters) -> bool:

@@ -278,35 +278,95 @@ def fuse(
         >>> [i for i, _ in fuse(["a", "b"], ["b", "c"])]
         ['b', 'a', 'c']
     """
-    p = params or FusionParams()
-    ages = ages or {}
-    importances = importances or {}
-    base = rrf([keyword_ids, vector_ids, *(ids for ids, _ in extra)], k=p.rrf_k,
-               weights=[p.keyword_weight, p.vector_weight, *(w for _, w in extra)])
-    boosts = boosts or {}
-    kw_rank = _first_ranks(keyword_ids)
-    vec_rank = _first_ranks(vector_ids)
-    order = {cid: n for n, cid in enumerate(dict.fromkeys([*vector_ids, *keyword_ids, *(c for ids, _ in extra
-                                                                                          for c in ids)]))}
-    # recency_weight() and retention() inlined, the same arithmetic: their checks of the parameters
-    # (made once, by FusionParams) cost more than the arithmetic, once per candidate.
-    half_life, stability = p.recency_half_life_seconds, p.stability_seconds
-    decays = not math.isinf(half_life)
-    scored: list[tuple[str, ScoreParts]] = []
-    for cid, r in base.items():
-        age = max(0.0, float(ages.get(cid, 0.0)))
-        rec = math.pow(0.5, age / half_life) if decays else 1.0
-        importance = importances.get(cid, 0.0)
-        if not 0.0 <= importance <= 1.0:
-            raise ConfigError(f"importance ({importance!r}) must be between 0 and 1")
-        imp = float(importance)
-        if cid not in pinned:
-            imp *= math.exp(-age / (stability * (1.0 + importance)))
-        boost = boosts.get(cid, 1.0)
-        total = r * (1.0 + p.recency_coef * rec) * (1.0 + p.importance_coef * imp) * boost
-        scored.append((cid, ScoreParts(kw_rank.get(cid), vec_rank.get(cid), r, rec, imp, total, boost)))
-    scored.sort(key=lambda item: (-item[1].total, order[item[0]]))
-    return scored
+    return Fusion(keyword_ids, vector_ids, ages=ages, importances=importances, pinned=pinned, params=params,
+                  extra=extra, boosts=boosts).ranked
+
+
+class Fusion:
+    """A :func:`fuse` that more rank lists can be added to: ``ranked`` is always what :func:`fuse` of
+    every list so far returns, to the last bit. A search adds a list per round (the neighbors of its
+    best, a second stage); :meth:`add` rescores only that list's ids, where fusing again scored every
+    candidate again (~550 at 100k, half of a round's cost).
+
+    Exact because each part is: a candidate's RRF score is a sum over the lists in their order, so
+    the added lists' terms come last either way; its recency, retention and boost do not depend on the
+    lists; ties keep the order of first appearance, and the added lists' new ids come after every
+    earlier one. The caller must not add, by then, an id to an earlier list (fuse that anew).
+    """
+
+    def __init__(
+        self,
+        keyword_ids: Sequence[str],
+        vector_ids: Sequence[str],
+        *,
+        ages: Mapping[str, float] | None = None,
+        importances: Mapping[str, float] | None = None,
+        pinned: frozenset[str] | set[str] = frozenset(),
+        params: FusionParams | None = None,
+        extra: Sequence[tuple[Sequence[str], float]] = (),
+        boosts: Mapping[str, float] | None = None,
+    ) -> None:
+        self.params = p = params or FusionParams()
+        base = rrf([keyword_ids, vector_ids, *(ids for ids, _ in extra)], k=p.rrf_k,
+                   weights=[p.keyword_weight, p.vector_weight, *(w for _, w in extra)])
+        self._kw_rank = _first_ranks(keyword_ids)
+        self._vec_rank = _first_ranks(vector_ids)
+        self._order = {cid: n for n, cid in enumerate(dict.fromkeys([*vector_ids, *keyword_ids,
+                                                                     *(c for ids, _ in extra for c in ids)]))}
+        self._parts: dict[str, ScoreParts] = {}
+        self._score(base, ages or {}, importances or {}, pinned, boosts or {})
+
+    def add(
+        self,
+        lists: Sequence[tuple[Sequence[str], float]],
+        *,
+        ages: Mapping[str, float] | None = None,
+        importances: Mapping[str, float] | None = None,
+        pinned: frozenset[str] | set[str] = frozenset(),
+        boosts: Mapping[str, float] | None = None,
+    ) -> None:
+        """Fuse ``lists`` (ids best first, with their RRF weights) in too; ``ages``, ``importances``,
+        ``pinned`` and ``boosts`` as for :func:`fuse` (read for the ids new to the fusion only)."""
+        scores: dict[str, float] = {}
+        for ids, weight in lists:  # one list at a time: the sums in fuse()'s order, so the same floats
+            for cid, r in rrf([ids], k=self.params.rrf_k, weights=[weight]).items():
+                before = scores.get(cid)
+                if before is None:
+                    before = self._parts[cid].rrf if cid in self._parts else 0.0
+                scores[cid] = before + r
+                self._order.setdefault(cid, len(self._order))
+        self._score(scores, ages or {}, importances or {}, pinned, boosts or {},
+                    {cid: self._parts[cid] for cid in scores if cid in self._parts})
+
+    def _score(self, rrf_scores: Mapping[str, float], ages: Mapping[str, float], importances: Mapping[str, float],
+               pinned: frozenset[str] | set[str], boosts: Mapping[str, float],
+               known: Mapping[str, ScoreParts] | None = None) -> None:
+        """Score parts for these candidates (``known``: those scored before keep their recency,
+        retention and boost), then the ranking."""
+        p = self.params
+        # recency_weight() and retention() inlined, the same arithmetic: their checks of the parameters
+        # (made once, by FusionParams) cost more than the arithmetic, once per candidate.
+        half_life, stability = p.recency_half_life_seconds, p.stability_seconds
+        decays = not math.isinf(half_life)
+        for cid, r in rrf_scores.items():
+            before = known.get(cid) if known else None
+            if before is not None:
+                rec, imp, boost = before.recency, before.importance, before.boost
+            else:
+                age = max(0.0, float(ages.get(cid, 0.0)))
+                rec = math.pow(0.5, age / half_life) if decays else 1.0
+                importance = importances.get(cid, 0.0)
+                if not 0.0 <= importance <= 1.0:
+                    raise ConfigError(f"importance ({importance!r}) must be between 0 and 1")
+                imp = float(importance)
+                if cid not in pinned:
+                    imp *= math.exp(-age / (stability * (1.0 + importance)))
+                boost = boosts.get(cid, 1.0)
+            total = r * (1.0 + p.recency_coef * rec) * (1.0 + p.importance_coef * imp) * boost
+            self._parts[cid] = ScoreParts(self._kw_rank.get(cid), self._vec_rank.get(cid), r, rec, imp, total, boost)
+        order = self._order
+        self.ranked: list[tuple[str, ScoreParts]] = sorted(self._parts.items(),
+                                                           key=lambda item: (-item[1].total, order[item[0]]))
 
 
 def _first_ranks(ids: Sequence[str]) -> dict[str, int]:

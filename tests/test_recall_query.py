@@ -308,3 +308,50 @@ def test_two_stage_reaches_the_rest_of_the_best_session(memory: TieredMemory) ->
     on = top(memory, query, RecallOptions(session_weight=2.0, session_top=1), k=2)
     assert not any("harbour" in t for t in off)
     assert any("harbour" in t for t in on)
+
+
+def test_a_later_fusion_round_ranks_as_fusing_anew_even_when_an_earlier_list_gains_a_candidate(tmp_path: Path
+                                                                                              ) -> None:
+    """The engine's later rounds add their lists to the fusion (fusion.Fusion.add). A candidate read
+    between rounds that an earlier list already named (it was not loaded then) makes it fuse anew: the
+    ranking is fuse()'s of every list over the candidates loaded by then, either way."""
+    from langmem_tiers.journal.base import Namespace, NewRecord
+    from langmem_tiers.journal.sqlite import SqliteJournal
+    from langmem_tiers.recall.engine import RecallIndex, _Rounds
+    from langmem_tiers.recall.fusion import fuse
+
+    journal = SqliteJournal(tmp_path / "journal.sqlite3")
+    try:
+        ns_id = journal.namespace_id(Namespace("s", "u")) or 0
+        ids = [str(i) for i in journal.add_records(ns_id, [
+            NewRecord("turn", f"turn {i} says when: May {i}" if i % 2 else f"turn {i}", (i,), importance=0.1 * i,
+                      pinned=i == 3, created_at=1000.0 + 60 * i) for i in range(8)])]
+        records = {str(r.id): r for r in journal.records([int(c) for c in ids])}
+        index = RecallIndex(journal, None, None)
+        analysis = analyze("when was it?", 5000.0)
+        keyword, vector = ids[:4], [ids[6], *ids[2:5]]
+
+        def scratch(extra: list[tuple[list[str], float]], by_id: dict[str, Any]) -> list[tuple[str, ScoreParts]]:
+            return index._fuse(keyword, vector, extra, by_id, 5000.0, analysis, _Rounds())
+
+        def by_id(*names: str) -> dict[str, Any]:
+            return {c: records[c] for c in names}
+
+        for late in (ids[7], ids[6]):  # 7 is new to every list; 6, in the vector list, was not loaded before
+            rounds = _Rounds()
+            extra: list[tuple[list[str], float]] = []
+            loaded = by_id(*ids[:5])
+            first = index._fuse(keyword, vector, extra, loaded, 5000.0, analysis, rounds)
+            assert first == scratch(extra, loaded)
+            extra.append(([ids[5], late], 0.5))
+            loaded = {**loaded, **by_id(ids[5], late)}
+            second = index._fuse(keyword, vector, extra, loaded, 5000.0, analysis, rounds)
+            assert second == scratch(extra, loaded)
+            assert late in {c for c, _ in second}
+            if late == ids[6]:  # it carries its vector rank: fused anew, not added
+                assert dict(second)[late].vector_rank == 1
+        # Without the fall-back (the earlier list's new candidate ignored), the second round would differ.
+        lists = [([ids[5], ids[6]], 0.5)]
+        assert fuse(keyword, [c for c in vector if c != ids[6]], extra=lists) != fuse(keyword, vector, extra=lists)
+    finally:
+        journal.close()

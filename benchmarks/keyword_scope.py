@@ -46,9 +46,10 @@ def fill(journal: SqliteJournal, records: int, sessions: int, rng: random.Random
 
 def timed(journal: SqliteJournal, way: str, queries: list[str], ns_ids: list[int],
           k: int) -> tuple[list[float], list[list[int]]]:
-    chosen = SqliteJournal.__dict__["_ranked"]
+    chosen = SqliteJournal.__dict__["_ranking"]
     if way != "chosen":
-        SqliteJournal._ranked = staticmethod(getattr(SqliteJournal, f"_ranked_{way}"))  # type: ignore[method-assign]
+        forced = getattr(SqliteJournal, f"_ranked_{way}")
+        SqliteJournal._ranking = staticmethod(lambda db, ns_ids: forced)  # type: ignore[method-assign]
     try:
         took, hits = [], []
         for q in queries:
@@ -58,7 +59,7 @@ def timed(journal: SqliteJournal, way: str, queries: list[str], ns_ids: list[int
             hits.append([h.record_id for h in found])
         return took, hits
     finally:
-        SqliteJournal._ranked = chosen  # type: ignore[method-assign]
+        SqliteJournal._ranking = chosen  # type: ignore[method-assign]
 
 
 def main() -> None:

@@ -27,21 +27,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from time_expression import turn_texts  # LoCoMo's turns as recall records hold them
+
 from langmem_tiers.journal.base import Namespace, NewRecord
 from langmem_tiers.journal.sqlite import SqliteJournal
 from langmem_tiers.recall.fusion import FusionParams, NearDuplicates, fuse, word_set
 
 READ, DEPTH, HITS = 537, 274, 61  # a 100k one-session context()'s sizes (the eleventh step's counts)
-
-
-def turn_texts(data: Path) -> list[str]:
-    texts = []
-    for conversation in json.loads(data.read_text()):
-        for key, session in conversation["conversation"].items():
-            if key.startswith("session_") and isinstance(session, list):
-                texts += [f"{a['speaker']}: {a['text']}\n{b['speaker']}: {b['text']}"
-                          for a, b in zip(session[::2], session[1::2])]
-    return texts
 
 
 def median_ms(fn: Callable[[Any], Any], inputs: list[Any], rounds: int,

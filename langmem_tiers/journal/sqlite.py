@@ -416,6 +416,10 @@ class SqliteSql(Sql):
 _INLINE_VALUES = 500
 
 
+# A keyword ranking: (db, FTS5 match, namespace ids, k, kinds, rowid floor) -> the best (id, score) rows.
+Ranker = Callable[[Sql, str, Sequence[int], int, Sequence[str] | None, int], list[Any]]
+
+
 class SqliteJournal(SqlJournal):
     """A journal in one SQLite file.
 
@@ -675,10 +679,11 @@ class SqliteJournal(SqlJournal):
             return []
         budget = self.keyword_budget
         with self._autocommit() as db:
+            ranked = self._ranking(db, ns_ids)
             if budget is None or scope_size(db, ns_ids, kinds, budget + 1) <= budget:
                 # As without a budget: FTS5 narrows by the scope's terms (few records: cheap).
                 match = fts_query("", ns_ids, terms)
-                return _hits(self._ranked(db, match, ns_ids, k, kinds, 0) if match else [])
+                return _hits(ranked(db, match, ns_ids, k, kinds, 0) if match else [])
             counts = [c for c in (self._count_matches(db, t, budget + 1) for t in terms) if c.matches > 0]
             if not counts:
                 return []  # words the journal never held: nothing matches (as PostgreSQL's _bounded_bm25)
@@ -697,12 +702,12 @@ class SqliteJournal(SqlJournal):
             scoring = fts_query("", (), [c.term for c in counts if c.matches <= budget])
             match = kept if scoring in (None, kept) else f"{kept} AND {scoring}"
             if not plan.recent:  # every term when they fit: the same hits as without a budget
-                return _hits(self._ranked(db, match, ns_ids, k, kinds, 0))
+                return _hits(ranked(db, match, ns_ids, k, kinds, 0))
             newest = [int(r[0]) for r in db.all("SELECT rowid FROM records_fts WHERE records_fts MATCH ? "
                                                 "ORDER BY rowid DESC LIMIT ?", (kept, budget))]
             rows: list[Any] = []
             for window in recency_windows(budget):
-                rows = self._ranked(db, match, ns_ids, k, kinds, newest[min(window, len(newest)) - 1])
+                rows = ranked(db, match, ns_ids, k, kinds, newest[min(window, len(newest)) - 1])
                 if len(rows) >= k or window >= len(newest):
                     break
             return _hits(rows)
@@ -715,9 +720,10 @@ class SqliteJournal(SqlJournal):
         return TermCount(term, int(row[0]), int(row[1]))
 
     @staticmethod
-    def _ranked(db: Sql, match: str, ns_ids: Sequence[int], k: int, kinds: Sequence[str] | None,
-                floor: int) -> list[Any]:
-        """The ``k`` best matches by bm25 among records of ``ns_ids`` (of ``kinds``) with ids from ``floor`` on.
+    def _ranking(db: Sql, ns_ids: Sequence[int]) -> Ranker:
+        """How to rank a keyword search of ``ns_ids``: ``(db, match, ns_ids, k, kinds, floor)`` to the ``k``
+        best matches by bm25 among records of ``ns_ids`` (of ``kinds``) with ids from ``floor`` on. Chosen
+        once per search: a search over the budget ranks once per recency window.
 
         Two ways to the same rows. Joined: every match is looked up in ``records`` and kept to the scope
         before ranking. Streamed: FTS5 ranks its matches alone and the best are read in growing chunks,
@@ -731,13 +737,12 @@ class SqliteJournal(SqlJournal):
         # Sessions are numbered from 1 (AUTOINCREMENT): the highest number is their count but for erased
         # ones, read at the end of the primary key (counting 10,000 rows cost ~0.8 ms a search).
         journal_ns = int(db.one("SELECT coalesce(max(ns), 0) FROM namespaces")[0])
-        ranked = SqliteJournal._ranked_streamed if 2 * len(ns_ids) >= journal_ns else SqliteJournal._ranked_joined
-        return ranked(db, match, ns_ids, k, kinds, floor)
+        return SqliteJournal._ranked_streamed if 2 * len(ns_ids) >= journal_ns else SqliteJournal._ranked_joined
 
     @staticmethod
     def _ranked_joined(db: Sql, match: str, ns_ids: Sequence[int], k: int, kinds: Sequence[str] | None,
                        floor: int) -> list[Any]:
-        """:meth:`_ranked` for a scope that holds a small part of the journal: every match joined, then ranked."""
+        """:meth:`_ranking`'s way for a scope holding a small part of the journal: every match joined, then ranked."""
         members, args = db.in_(list(ns_ids))
         sql = ("SELECT r.id, bm25(records_fts, 1.0, 0.0) AS score FROM records_fts "
                f"JOIN records r ON r.id = records_fts.rowid WHERE records_fts MATCH ? AND r.ns {members}")
@@ -754,7 +759,7 @@ class SqliteJournal(SqlJournal):
     @staticmethod
     def _ranked_streamed(db: Sql, match: str, ns_ids: Sequence[int], k: int, kinds: Sequence[str] | None,
                          floor: int) -> list[Any]:
-        """:meth:`_ranked` for a scope that holds most of the journal: FTS5 ranks alone, the scope is tested
+        """:meth:`_ranking`'s way for a scope that holds most of the journal: FTS5 ranks alone, the scope is tested
         on the best matches only."""
         sql = "SELECT rowid, bm25(records_fts, 1.0, 0.0) AS score FROM records_fts WHERE records_fts MATCH ?"
         args: list[Any] = [match]

@@ -505,8 +505,9 @@ class RecallIndex:
         adds the lists appended to ``extra`` since to the fusion it left (:class:`Fusion`: the same
         ranking), unless a candidate read since is in an earlier list (then it fuses anew)."""
         opts = self.options
-        fresh = [c for c in by_id if c not in rounds.seen]
         fusion = rounds.fusion
+        # Read since the last round (every candidate read is in some list, so the fusion holds the rest).
+        fresh = list(by_id) if fusion is None else [c for c in by_id if c not in fusion]
         if fusion is not None and fresh:
             earlier = {*keyword_ids, *vector_ids, *(c for ids, _ in extra[:rounds.lists] for c in ids)}
             if not earlier.isdisjoint(fresh):
@@ -537,7 +538,6 @@ class RecallIndex:
                             ages=ages, importances=importances, pinned=pinned, params=self.params,
                             extra=[([c for c in ids if c in by_id], w) for ids, w in extra], boosts=boosts)
         rounds.fusion, rounds.lists = fusion, len(extra)
-        rounds.seen.update(fresh)
         return fusion.ranked
 
     def _linked(self, hits: list[RecallHit], scope: Scope, filters: SearchFilters) -> Flow[list[RecallHit]]:
@@ -566,12 +566,11 @@ class RecallIndex:
 
 @dataclass
 class _Rounds:
-    """One search's fusion between its rounds: the fusion so far, how many extra lists it holds, the
-    candidates it has scored, and each candidate's date test (``has_time_expression``, made once)."""
+    """One search's fusion between its rounds: the fusion so far, how many extra lists it holds, and
+    each candidate's date test (``has_time_expression``, made once)."""
 
     fusion: Fusion | None = None
     lists: int = 0
-    seen: set[str] = field(default_factory=set)
     says_when: dict[str, bool] = field(default_factory=dict)
 
 

@@ -80,10 +80,12 @@ def recency_weight(age_seconds: float, half_life_seconds: float) -> float:
     """
     if not half_life_seconds > 0:
         raise ConfigError(f"half_life_seconds ({half_life_seconds!r}) must be > 0")
-    age = max(0.0, float(age_seconds))
-    if math.isinf(half_life_seconds):
-        return 1.0
-    return math.pow(0.5, age / half_life_seconds)
+    return _recency(max(0.0, float(age_seconds)), half_life_seconds)
+
+
+def _recency(age: float, half_life_seconds: float) -> float:
+    """:func:`recency_weight`'s arithmetic, for an age >= 0 and a half-life already checked."""
+    return 1.0 if math.isinf(half_life_seconds) else math.pow(0.5, age / half_life_seconds)
 
 
 def retention(importance: float, age_seconds: float, stability_seconds: float, pinned: bool = False) -> float:
@@ -104,14 +106,22 @@ def retention(importance: float, age_seconds: float, stability_seconds: float, p
     Raises:
         ConfigError: importance outside ``[0, 1]`` or stability not > 0.
     """
-    if not 0.0 <= importance <= 1.0:
-        raise ConfigError(f"importance ({importance!r}) must be between 0 and 1")
+    _check_importance(importance)
     if not stability_seconds > 0:
         raise ConfigError(f"stability_seconds ({stability_seconds!r}) must be > 0")
+    return _retained(importance, max(0.0, float(age_seconds)), stability_seconds, pinned)
+
+
+def _retained(importance: float, age: float, stability_seconds: float, pinned: bool) -> float:
+    """:func:`retention`'s arithmetic, for an age >= 0 and values already checked."""
     if pinned:
         return float(importance)
-    age = max(0.0, float(age_seconds))
     return float(importance) * math.exp(-age / (stability_seconds * (1.0 + importance)))
+
+
+def _check_importance(importance: float) -> None:
+    if not 0.0 <= importance <= 1.0:
+        raise ConfigError(f"importance ({importance!r}) must be between 0 and 1")
 
 
 def word_set(text: str) -> frozenset[str]:
@@ -302,6 +312,10 @@ class Fusion:
         self._parts: dict[str, ScoreParts] = {}
         self._score(base, ages or {}, importances or {}, pinned, boosts or {})
 
+    def __contains__(self, cid: object) -> bool:
+        """Whether ``cid`` is among the candidates fused so far."""
+        return cid in self._parts
+
     def add(
         self,
         lists: Sequence[tuple[Sequence[str], float]],
@@ -330,23 +344,18 @@ class Fusion:
         """Score parts for these candidates (``known``: those scored before keep their recency,
         retention and boost), then the ranking."""
         p = self.params
-        # recency_weight() and retention() inlined, the same arithmetic: their checks of the parameters
-        # (made once, by FusionParams) cost more than the arithmetic, once per candidate.
-        half_life, stability = p.recency_half_life_seconds, p.stability_seconds
-        decays = not math.isinf(half_life)
+        # recency_weight()'s and retention()'s arithmetic without their checks of the parameters (made
+        # once, by FusionParams), which cost more than the arithmetic, once per candidate.
         for cid, r in rrf_scores.items():
             before = known.get(cid) if known else None
             if before is not None:
                 rec, imp, boost = before.recency, before.importance, before.boost
             else:
                 age = max(0.0, float(ages.get(cid, 0.0)))
-                rec = math.pow(0.5, age / half_life) if decays else 1.0
                 importance = importances.get(cid, 0.0)
-                if not 0.0 <= importance <= 1.0:
-                    raise ConfigError(f"importance ({importance!r}) must be between 0 and 1")
-                imp = float(importance)
-                if cid not in pinned:
-                    imp *= math.exp(-age / (stability * (1.0 + importance)))
+                _check_importance(importance)
+                rec = _recency(age, p.recency_half_life_seconds)
+                imp = _retained(importance, age, p.stability_seconds, cid in pinned)
                 boost = boosts.get(cid, 1.0)
             total = r * (1.0 + p.recency_coef * rec) * (1.0 + p.importance_coef * imp) * boost
             self._parts[cid] = ScoreParts(self._kw_rank.get(cid), self._vec_rank.get(cid), r, rec, imp, total, boost)

@@ -1,0 +1,123 @@
+"""context() of two trees on the same fill, calls alternating, contexts compared (issue 15; not a timed test).
+
+    git worktree add /tmp/before REV
+    cp -r FILL /tmp/fill-a && cp -r FILL /tmp/fill-b     # a folder benchmarks/scale.py filled
+    .venv/bin/python benchmarks/context_ab.py --trees /tmp/before . --fills /tmp/fill-a /tmp/fill-b
+
+This host's speed drifts by more than a small change gains between two runs of ``scale.py``. Here each
+tree serves ``context()`` in a process of its own (its code on ``PYTHONPATH``, its own copy of the fill,
+opened as ``scale.py --reuse`` opens it), and the questions (the scale benchmark's) go to both in turn,
+the first tree first on even questions and second on odd ones, so a drift weighs on both alike. The
+contexts the model would receive (``Context.to_openai()``) are compared question by question and the
+differing ones counted: on a scope whose in-process index is an HNSW graph, two processes build two
+graphs (the build is threaded), so even one tree against itself differs on some questions; run it so
+(``--trees . .``) for the yardstick. Prints and writes (``--json``) each tree's p50, p95 and mean.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+WARMUP = 10  # questions each tree answers first, untimed (model, caches, the vector index's build)
+
+
+def worker(fill: str) -> None:
+    """Serve context() on ``fill`` for the questions read from stdin, one JSON answer a line (run in the
+    tree's own folder: its benchmarks/scale.py opens the fill, its package serves)."""
+    sys.path.insert(0, str(Path.cwd() / "benchmarks"))
+    from scale import LIVE_SESSION, LIVE_USER, _open_setup
+
+    with _open_setup(fill, None, True) as setup:
+        memory = setup.for_session(LIVE_SESSION, user_id=LIVE_USER)
+        memory.context("What did we say about the plan?")
+        scope_vectors = getattr(memory.recall, "_scope_vectors", None)
+        if scope_vectors is not None:
+            scope_vectors.wait_builds()
+        print("AB ready", flush=True)
+        for question in sys.stdin:
+            t = time.perf_counter()
+            context = memory.context(question.rstrip("\n"))
+            ms = (time.perf_counter() - t) * 1000
+            digest = hashlib.sha256(json.dumps(context.to_openai(), sort_keys=True, default=str).encode()).hexdigest()
+            print("AB " + json.dumps({"ms": ms, "digest": digest}), flush=True)
+
+
+def answer(process: subprocess.Popen[str]) -> str:
+    assert process.stdout is not None
+    for line in process.stdout:
+        if line.startswith("AB "):
+            return line[3:].strip()
+    raise RuntimeError(f"a worker ended early (exit {process.wait()}): see its stderr above")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--trees", nargs=2, type=Path, required=True, help="two checkouts (worktrees) to compare")
+    parser.add_argument("--fills", nargs=2, required=True, help="a copy of one filled folder for each tree")
+    parser.add_argument("--questions", type=int, default=300)
+    parser.add_argument("--json", type=Path)
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        worker(args.worker)
+        return
+    workers = []
+    for tree, fill in zip(args.trees, args.fills):
+        tree = tree.resolve()
+        env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{tree / 'benchmarks'}"}
+        workers.append(subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--trees", ".", ".",
+                                         "--fills", fill, fill, "--worker", fill],
+                                        cwd=tree, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True))
+    try:
+        for w in workers:
+            answer(w)  # "ready"
+        from scale import VOCAB  # the scale benchmark's questions, over its filler's words
+
+        rng = random.Random(7)
+        questions = [f"What did we say about {rng.choice(VOCAB)} and {rng.choice(VOCAB)}?"
+                     for _ in range(WARMUP + args.questions)]
+        took: list[list[float]] = [[], []]
+        differing = 0
+        for n, question in enumerate(questions):
+            order = (0, 1) if n % 2 == 0 else (1, 0)
+            digests = {}
+            for i in order:
+                w = workers[i]
+                assert w.stdin is not None
+                w.stdin.write(question + "\n")
+                w.stdin.flush()
+                reply = json.loads(answer(w))
+                digests[i] = reply["digest"]
+                if n >= WARMUP:
+                    took[i].append(reply["ms"])
+            differing += digests[0] != digests[1]
+    finally:
+        for w in workers:
+            if w.stdin is not None:
+                w.stdin.close()
+            w.wait()
+    result: dict[str, Any] = {"questions": args.questions, "differing_contexts": differing,
+                              "questions_compared": len(questions), "trees": {}}
+    for tree, ms in zip(args.trees, took):
+        ms.sort()
+        rev = subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+        result["trees"][rev.stdout.strip() or tree.name] = {"p50_ms": round(statistics.median(ms), 2),
+                                      "p95_ms": round(ms[int(0.95 * len(ms))], 2),
+                                      "mean_ms": round(statistics.mean(ms), 2)}
+    print(json.dumps(result, indent=1))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

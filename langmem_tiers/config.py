@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from langmem_tiers.errors import ConfigError
 from langmem_tiers.journal.base import DEFAULT_SUMMARY_HISTORY
+from langmem_tiers.recall.fusion import FusionParams
 from langmem_tiers.recall.options import RecallOptions
 
 OversizePolicy = Literal["truncate", "keep", "error"]
@@ -104,6 +105,12 @@ class MemoryConfig:
             the time window and "when" boosts and the neighbor turns on, the names keyword ranking,
             the second stage and the feedback round off (each lowered recall@10 or the context's
             evidence on the tuning half).
+        recall_rrf_k: the reciprocal rank fusion's damping constant: a candidate at rank ``r`` of a
+            list adds ``weight / (recall_rrf_k + r)`` (60, the usual value; smaller favours the first
+            few ranks of each list).
+        recall_keyword_weight: the RRF weight of the keyword (bm25) ranking.
+        recall_vector_weight: the RRF weight of the vector ranking. These three also act when a query
+            runs (:meth:`langmem_tiers.recall.fusion.FusionParams.from_config`).
         vector_cache_mb: the byte bound, in MiB, of this process's in-process vector indexes (one per
             recalled scope: exact float32 up to 20k vectors, int8 HNSW beyond; see
             :mod:`langmem_tiers.recall.scope_vectors`), all scopes together, least recently used out
@@ -153,6 +160,9 @@ class MemoryConfig:
     recall_neighbor_weight: float = 0.5
     recall_neighbor_docs: int = 5
     recall_depth: int = 4
+    recall_rrf_k: int = 60
+    recall_keyword_weight: float = 1.0
+    recall_vector_weight: float = 1.0
     vector_cache_mb: int = 640
 
     def __post_init__(self) -> None:
@@ -220,6 +230,7 @@ class MemoryConfig:
                 f"oversize_policy ({self.oversize_policy!r}) must be truncate, keep or error"
             )
         RecallOptions.from_config(self)  # validates the recall_* query-time switches
+        FusionParams.from_config(self)  # and the rank fusion's
         if self.summary_retry_base_s < 0 or self.summary_retry_max_s < self.summary_retry_base_s:
             raise ConfigError(
                 f"summary retry backoff ({self.summary_retry_base_s}s .. {self.summary_retry_max_s}s) "

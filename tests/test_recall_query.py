@@ -20,7 +20,7 @@ from langmem_tiers import TieredMemory, WordCounter
 from langmem_tiers.config import MemoryConfig
 from langmem_tiers.errors import ConfigError
 from langmem_tiers.recall.engine import leads_first
-from langmem_tiers.recall.fusion import ScoreParts
+from langmem_tiers.recall.fusion import FusionParams, ScoreParts
 from langmem_tiers.recall.options import RecallOptions
 from langmem_tiers.recall.query import (
     _TIME_EXPRESSION,
@@ -149,6 +149,30 @@ def test_an_opened_memory_recalls_with_its_own_config(tmp_path: Path) -> None:
         assert memory.recall is not None
         assert memory.recall.options == RecallOptions.from_config(cfg)
         assert memory.recall.options != RecallOptions.from_config(MemoryConfig())
+
+
+@pytest.mark.parametrize("changes", [
+    {"recall_rrf_k": 0}, {"recall_rrf_k": 1.5}, {"recall_keyword_weight": -1.0},
+    {"recall_vector_weight": float("nan")}, {"recall_keyword_weight": 0.0, "recall_vector_weight": 0.0},
+])
+def test_bad_fusion_settings_are_refused(changes: dict[str, Any]) -> None:
+    with pytest.raises(ConfigError):
+        MemoryConfig(**changes)
+
+
+def test_an_opened_memory_fuses_with_its_own_weights(tmp_path: Path) -> None:
+    cfg = MemoryConfig(recall_rrf_k=10, recall_keyword_weight=2.0, recall_vector_weight=0.5)
+    with TieredMemory.open(tmp_path, session_id="s", user_id="u", config=cfg, counter=WordCounter(),
+                           embedder=False) as memory:
+        assert memory.recall is not None
+        assert memory.recall.params == FusionParams(rrf_k=10, keyword_weight=2.0, vector_weight=0.5)
+        memory.add("user", "The vault code word is Zanzibar.")
+        memory.add("assistant", "Noted.")
+        memory.add("user", "Thanks")
+        (hit,) = memory.search("Zanzibar", k=1)
+        # A keyword-only memory: the hit's fused score is its keyword rank under these weights.
+        assert hit.parts["keyword_rank"] == 1
+        assert hit.parts["rrf"] == pytest.approx(2.0 / (10 + 1))
 
 
 # --- hand-made haystacks, real parts ---------------------------------------------------------

@@ -26,6 +26,7 @@ from langmem_tiers.embedders.base import Embedder
 from langmem_tiers.errors import ConfigError
 from langmem_tiers.eval.datasets import DatasetMessage
 from langmem_tiers.eval.metrics import Delivered, Unit
+from langmem_tiers.recall.fusion import FusionParams
 from langmem_tiers.recall.options import RecallOptions
 
 Layout = Literal["sessions", "single"]
@@ -150,6 +151,7 @@ class OursRetriever:
         recall = getattr(self._mem, "recall", None)
         if recall is not None:
             recall.options = RecallOptions.from_config(self.config)
+            recall.params = FusionParams.from_config(self.config)
 
     def _add_all(self, memory: Any, session: Sequence[DatasetMessage], skipped: Counter[str]) -> None:
         for m in session:

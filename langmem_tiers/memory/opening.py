@@ -20,6 +20,7 @@ from langmem_tiers.errors import ConfigError, MissingDependencyError
 from langmem_tiers.journal.base import Journal
 from langmem_tiers.keyring import KeyRing
 from langmem_tiers.recall.engine import RecallIndex
+from langmem_tiers.recall.fusion import FusionParams
 from langmem_tiers.recall.options import RecallOptions
 
 log = logging.getLogger(__name__)
@@ -57,7 +58,7 @@ def open_backends(path: str | Path, *, config: MemoryConfig, embedder: Embedder 
             retire_old_collection(store, journal, vectors)
         recall = RecallIndex(journal, store, vectors, batch_size=config.index_batch_size,
                              lease_s=config.index_lease_s, owns_store=owns_store,
-                             options=RecallOptions.from_config(config),
+                             options=RecallOptions.from_config(config), params=FusionParams.from_config(config),
                              vector_cache_bytes=config.vector_cache_mb * 2**20)
         mode = read_only or mode
         log.info("recall: %s", mode)

@@ -14,7 +14,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from langmem_tiers.errors import ConfigError
 
@@ -203,6 +203,13 @@ class FusionParams:
     recency_half_life_seconds: float = 7 * 24 * 3600.0
     importance_coef: float = 0.5
     stability_seconds: float = 30 * 24 * 3600.0
+
+    @classmethod
+    def from_config(cls, config: Any) -> FusionParams:
+        """The rank fusion a :class:`~langmem_tiers.config.MemoryConfig` sets (``recall_rrf_k``,
+        ``recall_keyword_weight``, ``recall_vector_weight``); the rest stay at their defaults."""
+        return cls(rrf_k=config.recall_rrf_k, keyword_weight=config.recall_keyword_weight,
+                   vector_weight=config.recall_vector_weight)
 
     def __post_init__(self) -> None:
         if isinstance(self.rrf_k, bool) or not isinstance(self.rrf_k, int) or self.rrf_k < 1:

@@ -29,7 +29,7 @@ Where the time goes (per ingest round): ``embedder_busy_s`` is the wall time dur
 embed call ran (the union of the calls' intervals), so ``ingest = floor + (busy - floor) +
 (ingest - busy)``: the embedder running slower than alone, then the time it sat idle (adds not
 overlapped, Chroma upserts, outbox transactions). Counters name the parts: the benchmark wraps,
-on the live objects, the embedder's ``embed`` (and inside it the model's ``encode`` and the
+on the live objects, the embedder's ``embed`` (and inside it the runtime's ``forward`` and the
 long-text splitter), the Chroma store's ``upsert``, the journal's write transactions and outbox
 calls, the token counter, and the chunker; each sums wall time over all threads (the background
 indexer overlaps adds, so counters can add up to more than the wall time). The wrappers cost a
@@ -105,7 +105,7 @@ def ingest(sessions: Sessions, embedder: LocalEmbedder) -> dict[str, Any]:
     embed_spans: list[Interval] = []
     spans_lock = threading.Lock()
     undo: list[Callable[[], None]] = []
-    st = embedder._st()
+    runtime = embedder._model_runtime()  # onnxruntime or torch: what embed() runs the model on
     original_embed = embedder.embed
 
     def capturing_embed(texts: Sequence[str]) -> list[list[float]]:
@@ -121,7 +121,7 @@ def ingest(sessions: Sessions, embedder: LocalEmbedder) -> dict[str, Any]:
     undo.append(lambda: setattr(embedder, "embed", original_embed))
     counters.wrap(embedder, "embed", "embedder.embed (all of it)", undo)
     counters.wrap(embedder, "_split", "  long-text splitter (tokenizes texts > 254 bytes)", undo)
-    counters.wrap(st, "encode", "  model encode (tokenize + forward)", undo)
+    counters.wrap(runtime, "forward", f"  model forward ({embedder.runtime}: tokenize + run)", undo)
     counters.wrap(units, "chunk_words", "chunk_words (recall units)", undo)
     config = MemoryConfig(recall_scope="user")
     folder = Path(tempfile.mkdtemp(prefix="lt-ingest-"))
@@ -171,8 +171,9 @@ def ingest(sessions: Sessions, embedder: LocalEmbedder) -> dict[str, Any]:
 
 def timed_embed(embedder: LocalEmbedder, texts: list[str], batch_size: int, mode: str = "worker") -> float:
     """Seconds to embed ``texts`` in one call, on a fresh worker thread (as the core's indexer does) or on
-    the main thread with ``main:N`` torch threads."""
-    emb = LocalEmbedder(embedder._model, batch_size=batch_size, device=embedder.device)
+    the main thread with ``main:N`` torch threads (the torch runtime; onnxruntime keeps its own pool)."""
+    emb = LocalEmbedder(embedder._model, batch_size=batch_size, device=embedder.device,
+                        runtime=embedder.runtime)  # the same loaded model, another batch size
     if mode == "worker":
         took: list[float] = []
 
@@ -185,6 +186,10 @@ def timed_embed(embedder: LocalEmbedder, texts: list[str], batch_size: int, mode
         worker.start()
         worker.join()
         return took[0]
+    if emb.runtime != "torch":
+        t = time.perf_counter()
+        emb.embed(texts)
+        return time.perf_counter() - t
     import torch
 
     before = torch.get_num_threads()
@@ -337,6 +342,8 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=0, help="LongMemEval: only the first N sessions (0: all)")
     parser.add_argument("--replay", action="store_true", help="also replay the core's embed calls alone each round")
     parser.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default)")
+    parser.add_argument("--runtime", choices=["auto", "onnx", "torch"], default="auto",
+                        help="LocalEmbedder's runtime (auto: onnxruntime on the CPU)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     if args.rounds < 1:
@@ -345,7 +352,7 @@ def main() -> None:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    embedder = LocalEmbedder(device="cpu")
+    embedder = LocalEmbedder(device="cpu", runtime=args.runtime)
     warm_up(embedder)
     rows: list[dict[str, Any]] = []
     if args.chat:
@@ -358,7 +365,7 @@ def main() -> None:
         label = f"LongMemEval ({args.haystacks} haystacks{first})"
         rows.append(report(label, sessions, embedder, args))
     if args.json:
-        meta = {"command": " ".join(sys.argv), "torch_threads": torch.get_num_threads(),
+        meta = {"command": " ".join(sys.argv), "runtime": embedder.runtime, "torch_threads": torch.get_num_threads(),
                 "python": platform.python_version(), "torch": torch.__version__}
         args.json.write_text(json.dumps({"run": meta, "workloads": rows}, indent=2) + "\n")
 

@@ -146,3 +146,25 @@ def test_onnx_is_refused_where_it_cannot_run(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="not a model folder"):
         LocalEmbedder("sentence-transformers/all-mpnet-base-v2", device="cpu", runtime="onnx").embed(["x"])
     assert LocalEmbedder(device="cuda").requested_runtime == "auto"  # "auto" would use torch there
+
+
+def test_a_failed_export_is_recorded_and_not_tried_by_every_process(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    model = tmp_path / "model"
+    shutil.copytree(local_mod.packaged_model_path(), model)
+    (model / "model.safetensors").write_bytes(b"not weights")  # the shape is right; loading fails in the child
+    cache = tmp_path / "cache"
+    with pytest.raises(RecallError, match="delete it to try again"):
+        LocalEmbedder(model, device="cpu", runtime="onnx", cache_dir=cache).embed(["x"])
+    (marker,) = (cache / "onnx").glob("*.failed")
+    assert marker.read_text().strip()  # the child's last line of error
+
+    def no_child(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the export ran again")
+
+    monkeypatch.setattr(onnx_export.subprocess, "run", no_child)
+    with pytest.raises(RecallError, match="failed before"):
+        LocalEmbedder(model, device="cpu", runtime="onnx", cache_dir=cache).embed(["x"])
+    marker.unlink()  # deleting the record tries again
+    with pytest.raises(AssertionError, match="ran again"):
+        LocalEmbedder(model, device="cpu", runtime="onnx", cache_dir=cache).embed(["x"])

@@ -81,6 +81,9 @@ ACCELERATOR_BATCH_SIZE = 64
 _LINUX_GPU_DEVICES = ("/proc/driver/nvidia/version", "/dev/nvidiactl", "/dev/dxg", "/dev/kfd")
 
 
+_EXPORT_LOCK = threading.Lock()
+
+
 def cache_folder() -> Path:
     """Where exported ONNX models are kept: ``$LANGMEM_TIERS_CACHE``, else ``$XDG_CACHE_HOME/langmem-tiers``,
     else ``~/.cache/langmem-tiers``."""
@@ -270,13 +273,17 @@ class LocalEmbedder:
 
         source = Path(self._model)
         folder = (self._cache_dir or cache_folder()) / "onnx" / f"{self._name}-{model_fingerprint(source)}"
-        if not (folder / onnx_export.MANIFEST).is_file():
-            try:
-                folder.parent.mkdir(parents=True, exist_ok=True)
-            except OSError as e:
-                raise RecallError(f"cannot write the ONNX cache folder {folder.parent}: {e}") from e
-            logger.info("exporting %s to ONNX into %s (once per model and machine)", self.key, folder)
-            onnx_export.export(source, folder)
+        with _EXPORT_LOCK:  # one export per process; processes racing each finish theirs, one is kept
+            if not (folder / onnx_export.MANIFEST).is_file():
+                failed = onnx_export.earlier_failure(folder)
+                if failed is not None:
+                    raise RecallError(f"the ONNX export of {self.key} failed before: {failed}")
+                try:
+                    folder.parent.mkdir(parents=True, exist_ok=True)
+                except OSError as e:
+                    raise RecallError(f"cannot write the ONNX cache folder {folder.parent}: {e}") from e
+                logger.info("exporting %s to ONNX into %s (once per model and machine)", self.key, folder)
+                onnx_export.export(source, folder)
         return onnx_runtime.load(folder)
 
     def _st(self) -> Any:

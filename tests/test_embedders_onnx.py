@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from langmem_tiers.embedders import LocalEmbedder
+from langmem_tiers.embedders import LocalEmbedder, onnx_export
 from langmem_tiers.embedders import local as local_mod
-from langmem_tiers.embedders import onnx_export
 from langmem_tiers.errors import ConfigError, RecallError
 
 pytest.importorskip("onnxruntime")

@@ -31,6 +31,7 @@ from langmem_tiers.eval.qa import (
     DEFAULT_TIMEOUT_S,
     QuestionAnswerer,
 )
+from langmem_tiers.eval.ranking import RRF_K
 from langmem_tiers.eval.retrievers import RETRIEVERS
 from langmem_tiers.eval.runner import BENCHMARKS, main_eval
 
@@ -103,6 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a MemoryConfig field of ours (repeatable), e.g. --config recall_k=12; the baselines' "
                         "token budget follows context_tokens. Before the semantic tier: --config "
                         "extract_memories=false --config profile_tokens=0 (after: the defaults)")
+    p.add_argument("--baseline-rrf-k", type=parse_positive, default=RRF_K,
+                   help=f"the RRF constant of hybrid-turns (default {RRF_K}; ours' is --config recall_rrf_k=N)")
     p.add_argument("--json", type=Path, default=None, dest="json_out", help="write the results here")
     qa = p.add_argument_group("QA accuracy (online: OPENAI_API_KEY, OPENAI_BASE_URL for a compatible server)")
     qa.add_argument("--answer", action="store_true",
@@ -139,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         qa = build_qa(args)  # before any ingestion: a missing key fails in a second, not after an hour
         main_eval(args.benchmark, args.data, args.k, args.retriever, args.limit, args.json_out, console,
                   layout=args.layout, limit_questions=args.limit_questions, config_overrides=dict(args.config),
-                  qa=qa, offset=args.offset)
+                  qa=qa, offset=args.offset, baseline_rrf_k=args.baseline_rrf_k)
     except LangmemTiersError as e:
         console.print(f"[red]error:[/red] {e}", soft_wrap=True, highlight=False)  # one line, never wrapped
         return 2

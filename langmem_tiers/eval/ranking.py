@@ -124,14 +124,15 @@ class DenseRetriever:
 
 
 class HybridRetriever:
-    """Reciprocal rank fusion (k=60) of BM25 and dense over the same units.
+    """Reciprocal rank fusion (``rrf_k``, 60 by default) of BM25 and dense over the same units.
 
-    Each side ranks every unit it finds; a unit scores ``sum(1 / (60 + rank))`` over the
+    Each side ranks every unit it finds; a unit scores ``sum(1 / (rrf_k + rank))`` over the
     sides that found it (ranks from 1); ties keep BM25's order, then dense's.
     """
 
-    def __init__(self, embedder: Embedder, unit: UnitKind = "turn") -> None:
+    def __init__(self, embedder: Embedder, unit: UnitKind = "turn", rrf_k: int = RRF_K) -> None:
         self.unit: UnitKind = unit
+        self.rrf_k = rrf_k
         self._bm25 = BM25Retriever(unit)
         self._dense = DenseRetriever(embedder, unit)
         self._n = 0
@@ -145,7 +146,7 @@ class HybridRetriever:
     def query(self, text: str, k: int) -> list[Unit]:
         if k < 1 or not self._n:
             return []
-        return rrf([self._bm25.query(text, self._n), self._dense.query(text, self._n)])[:k]
+        return rrf([self._bm25.query(text, self._n), self._dense.query(text, self._n)], self.rrf_k)[:k]
 
     def close(self) -> None:
         self._bm25.close()

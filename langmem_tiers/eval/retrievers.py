@@ -31,7 +31,7 @@ from langmem_tiers.eval.ours import (
     ours_available,
     ours_config,
 )
-from langmem_tiers.eval.ranking import BM25Retriever, DenseRetriever, HybridRetriever, UnitKind
+from langmem_tiers.eval.ranking import RRF_K, BM25Retriever, DenseRetriever, HybridRetriever, UnitKind
 
 __all__ = [
     "OURS_CONTEXT_TOKENS",
@@ -125,10 +125,12 @@ UNIT_KINDS = {
 
 
 def get_retriever(name: str, embedder: Callable[[], Embedder] = make_embedder, *,
-                  layout: Layout = "sessions", config: MemoryConfig | None = None) -> RetrieverSpec:
+                  layout: Layout = "sessions", config: MemoryConfig | None = None,
+                  baseline_rrf_k: int = RRF_K) -> RetrieverSpec:
     """Resolve a retriever name; embedding retrievers share one embedder built on first use.
 
-    ``layout`` and ``config`` apply to ours (``ours-message`` forces ``recall_unit='message'``).
+    ``layout`` and ``config`` apply to ours (``ours-message`` forces ``recall_unit='message'``);
+    ``baseline_rrf_k`` is ``hybrid-turns``' RRF constant (chosen for it as ours' is, on half A).
     """
     if name not in RETRIEVERS:
         raise ConfigError(f"retriever {name!r} is unknown: choose one of {', '.join(RETRIEVERS)}")
@@ -155,7 +157,7 @@ def get_retriever(name: str, embedder: Callable[[], Embedder] = make_embedder, *
         dense_unit: UnitKind = "turn" if name == "dense-turns" else "message"
         factory = lambda: DenseRetriever(emb(), dense_unit)  # noqa: E731
     elif name == "hybrid-turns":
-        factory = lambda: HybridRetriever(emb(), "turn")  # noqa: E731
+        factory = lambda: HybridRetriever(emb(), "turn", baseline_rrf_k)  # noqa: E731
     elif name in ("ours", "ours-message"):
         reason = ours_available()
         if reason is not None:

@@ -56,6 +56,7 @@ from langmem_tiers.eval.metrics import (
 )
 from langmem_tiers.eval.ours import Layout, ours_config
 from langmem_tiers.eval.qa import QuestionAnswerer
+from langmem_tiers.eval.ranking import RRF_K
 from langmem_tiers.eval.retrievers import RetrieverSpec, describe_config, get_retriever
 from langmem_tiers.semantic.answers import DESCRIPTION_TYPES, MAX_ANSWER_WORDS, answer_recall
 from langmem_tiers.tokens import TiktokenCounter
@@ -507,6 +508,7 @@ def main_eval(
     config_overrides: Mapping[str, Any] | None = None,
     qa: QuestionAnswerer | None = None,
     offset: int = 0,
+    baseline_rrf_k: int = RRF_K,
 ) -> dict[str, Any]:
     """Entry point of ``langmem-tiers eval``: load, run, print a table, write ``json_out``.
 
@@ -516,7 +518,7 @@ def main_eval(
     ``config_overrides`` (MemoryConfig fields) shape ours; the baselines' token budget
     follows the resulting ``context_tokens``. ``embedder`` overrides the default local
     MiniLM factory (tests). ``qa`` answers and grades every question from its delivered
-    context (``--answer --judge``); it is closed here.
+    context (``--answer --judge``); it is closed here. ``baseline_rrf_k``: ``hybrid-turns``' RRF constant.
     """
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ConfigError(f"limit ({limit!r}) must be an integer >= 1 or omitted")
@@ -525,9 +527,9 @@ def main_eval(
     ks = _check_ks(k)
     config = ours_config(**dict(config_overrides or {}))
     if embedder is None:
-        spec = get_retriever(retriever, layout=layout, config=config)
+        spec = get_retriever(retriever, layout=layout, config=config, baseline_rrf_k=baseline_rrf_k)
     else:
-        spec = get_retriever(retriever, embedder, layout=layout, config=config)
+        spec = get_retriever(retriever, embedder, layout=layout, config=config, baseline_rrf_k=baseline_rrf_k)
     haystacks = cap_questions(_load(benchmark, Path(data), limit, offset), limit_questions)
     try:
         result = run_benchmark(benchmark, haystacks, spec, ks, console=console, progress=console is not None,

@@ -106,8 +106,9 @@ class MemoryConfig:
             the second stage and the feedback round off (each lowered recall@10 or the context's
             evidence on the tuning half).
         recall_rrf_k: the reciprocal rank fusion's damping constant: a candidate at rank ``r`` of a
-            list adds ``weight / (recall_rrf_k + r)`` (60, the usual value; smaller favours the first
-            few ranks of each list).
+            list adds ``weight / (recall_rrf_k + r)`` (20: chosen on held-apart data, see
+            :class:`~langmem_tiers.recall.fusion.FusionParams`; smaller favours the first few ranks of
+            each list).
         recall_keyword_weight: the RRF weight of the keyword (bm25) ranking.
         recall_vector_weight: the RRF weight of the vector ranking. These three also act when a query
             runs (:meth:`langmem_tiers.recall.fusion.FusionParams.from_config`).
@@ -160,9 +161,9 @@ class MemoryConfig:
     recall_neighbor_weight: float = 0.5
     recall_neighbor_docs: int = 5
     recall_depth: int = 4
-    recall_rrf_k: int = 60
-    recall_keyword_weight: float = 1.0
-    recall_vector_weight: float = 1.0
+    recall_rrf_k: int = FusionParams.rrf_k
+    recall_keyword_weight: float = FusionParams.keyword_weight
+    recall_vector_weight: float = FusionParams.vector_weight
     vector_cache_mb: int = 640
 
     def __post_init__(self) -> None:

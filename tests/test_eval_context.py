@@ -200,9 +200,11 @@ def test_turn_baselines_return_whole_turns() -> None:
     assert hybrid.query(query, 1) == [("D1:4", "D1:5")]
 
 
-def test_rrf_sums_reciprocal_ranks_with_k_60() -> None:
+def test_rrf_sums_reciprocal_ranks() -> None:
     a, b, c = ("a",), ("b",), ("c",)
-    # b: 1/62 + 1/61 beats a: 1/61 and c: 1/62.
+    # b: 1/(k+2) + 1/(k+1) beats a: 1/(k+1) and c: 1/(k+2), for any k (RRF_K included).
+    for k in (1, 20, 60):
+        assert rrf([[a, b], [b, c]], k=k) == [b, a, c]
     assert rrf([[a, b], [b, c]]) == [b, a, c]
     # Ties keep the first ranking's order.
     assert rrf([[a], [c]]) == [a, c]

@@ -175,8 +175,9 @@ def test_fuse_extra_lists_and_boosts() -> None:
     assert [c for c, _ in plain] == ["b", "a", "c"]
     assert all(p.boost == 1.0 for _, p in plain)
     # A third list that ranks "c" first lifts it above "a"; a new id from it is scored too.
+    k = FusionParams().rrf_k
     extra = dict(fuse(["a", "b"], ["b", "c"], extra=[(["c", "d"], 1.0)]))
-    assert extra["c"].rrf == pytest.approx(1 / 62 + 1 / 61)
+    assert extra["c"].rrf == pytest.approx(1 / (k + 2) + 1 / (k + 1))
     assert extra["c"].total > extra["a"].total
     assert "d" in extra
     # A boost multiplies the total and is reported.

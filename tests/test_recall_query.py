@@ -290,7 +290,7 @@ def test_switches_off_are_plain_fusion(memory: TieredMemory) -> None:
     for h in hits:
         assert h.parts["boost"] == 1.0
         ranks = [r for r in (h.parts["keyword_rank"], h.parts["vector_rank"]) if r is not None]
-        assert h.parts["rrf"] == pytest.approx(sum(1 / (60 + r) for r in ranks))
+        assert h.parts["rrf"] == pytest.approx(sum(1 / (memory.recall.params.rrf_k + r) for r in ranks))  # type: ignore[union-attr]
 
 
 def test_all_switches_are_deterministic(tmp_path: Path, local_embedder: Any) -> None:

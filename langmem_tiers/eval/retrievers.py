@@ -106,7 +106,7 @@ UNITS = {
     "dense": "message",
     "bm25-turns": "whole turn (a user message with its replies), as ours",
     "dense-turns": "whole turn, as ours (embedded in ours' word chunks, best chunk scores)",
-    "hybrid-turns": "whole turn, as ours (RRF k=60 of bm25-turns and dense-turns)",
+    "hybrid-turns": "whole turn, as ours (RRF k=20 of bm25-turns and dense-turns)",
     "langchain": "message (one save_context document per message)",
     "llamaindex": "round (VectorMemory node: a user message and the replies after it)",
 }

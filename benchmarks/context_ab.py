@@ -61,6 +61,13 @@ def answer(process: subprocess.Popen[str]) -> str:
     raise RuntimeError(f"a worker ended early (exit {process.wait()}): see its stderr above")
 
 
+def tree_label(tree: Path) -> str:
+    """The tree's commit, marked when its tracked files differ from it (a working tree under test)."""
+    rev = subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    changed = subprocess.run(["git", "-C", str(tree), "diff", "--quiet", "HEAD"], capture_output=True).returncode == 1
+    return (rev.stdout.strip() or tree.name) + (" + uncommitted changes" if changed else "")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trees", nargs=2, type=Path, required=True, help="two checkouts (worktrees) to compare")
@@ -109,12 +116,13 @@ def main() -> None:
             w.wait()
     result: dict[str, Any] = {"questions": args.questions, "differing_contexts": differing,
                               "questions_compared": len(questions), "trees": {}}
-    for tree, ms in zip(args.trees, took):
+    labels = [tree_label(tree) for tree in args.trees]
+    if labels[0] == labels[1]:  # one tree against itself: keep both rows
+        labels = [f"{labels[0]} (first)", f"{labels[1]} (second)"]
+    for label, ms in zip(labels, took):
         ms.sort()
-        rev = subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-        result["trees"][rev.stdout.strip() or tree.name] = {"p50_ms": round(statistics.median(ms), 2),
-                                      "p95_ms": round(ms[int(0.95 * len(ms))], 2),
-                                      "mean_ms": round(statistics.mean(ms), 2)}
+        result["trees"][label] = {"p50_ms": round(statistics.median(ms), 2), "p95_ms": round(ms[int(0.95 * len(ms))], 2),
+                                  "mean_ms": round(statistics.mean(ms), 2)}
     print(json.dumps(result, indent=1))
     if args.json:
         args.json.write_text(json.dumps(result, indent=1) + "\n")

@@ -8,9 +8,9 @@ Two runtimes run the same model to the same vectors (to ~1e-7): on the CPU, onnx
 (:mod:`.onnx_runtime`) on a graph exported once per model into a cache folder
 (:mod:`.onnx_export`, which needs torch once); on an accelerator, or for a model the export
 does not cover, sentence-transformers on torch (:mod:`.torch_runtime`). ``runtime="auto"``
-(the default) picks onnxruntime on the CPU: one query's embedding took 8.4-8.8 ms there
-against 22-24 ms through torch on a 2-core CPU, and a process that never imports torch holds
-~370 MB less.
+(the default) picks onnxruntime on the CPU: one query's embedding took ~7.3 ms there
+against 22-24 ms through torch on a 2-core CPU, and a process that never imports torch held
+~300 MB less after its first ``context()`` (291 MB against 595 MB, BENCHMARKS.md).
 
 A text longer than the model's input (``max_seq_length`` word pieces including the
 two special tokens: 254 of text for all-MiniLM-L6-v2) is split at word boundaries into

@@ -121,7 +121,8 @@ def main() -> None:
         labels = [f"{labels[0]} (first)", f"{labels[1]} (second)"]
     for label, ms in zip(labels, took):
         ms.sort()
-        result["trees"][label] = {"p50_ms": round(statistics.median(ms), 2), "p95_ms": round(ms[int(0.95 * len(ms))], 2),
+        result["trees"][label] = {"p50_ms": round(statistics.median(ms), 2),
+                                  "p95_ms": round(ms[int(0.95 * len(ms))], 2),
                                   "mean_ms": round(statistics.mean(ms), 2)}
     print(json.dumps(result, indent=1))
     if args.json:

@@ -1,8 +1,8 @@
 """context() of two trees on the same fill, calls alternating, contexts compared (issue 15; not a timed test).
 
-    git worktree add /tmp/before REV
-    cp -r FILL /tmp/fill-a && cp -r FILL /tmp/fill-b     # a folder benchmarks/scale.py filled
-    .venv/bin/python benchmarks/context_ab.py --trees /tmp/before . --fills /tmp/fill-a /tmp/fill-b
+    git worktree add BEFORE REV                          # BEFORE: any folder outside this checkout
+    cp -r FILL COPY_A && cp -r FILL COPY_B               # FILL: a folder benchmarks/scale.py filled
+    .venv/bin/python benchmarks/context_ab.py --trees BEFORE . --fills COPY_A COPY_B
 
 This host's speed drifts by more than a small change gains between two runs of ``scale.py``. Here each
 tree serves ``context()`` in a process of its own (its code on ``PYTHONPATH``, its own copy of the fill,

@@ -22,6 +22,7 @@ from langmem_tiers.eval.datasets import (
     parse_locomo_date,
 )
 from langmem_tiers.eval.metrics import evidence_recall, message_recall, percentile, session_recall
+from langmem_tiers.eval.ranking import RRF_K
 from langmem_tiers.eval.retrievers import (
     BM25Retriever,
     DenseRetriever,
@@ -338,6 +339,15 @@ def test_runner_longmemeval_json_shape(lme_file: Path) -> None:
     assert result["counts"]["excluded"] == {"abstention question": 1}
     assert result["config"]["model"] == "test:hash-64"
     assert result["by_type"]["single-session-user"]["session_recall_any@3"] == 1.0
+
+
+def test_hybrid_turns_reports_the_rrf_constant_it_runs_with() -> None:
+    default = get_retriever("hybrid-turns", HashEmbedder)
+    assert f"RRF k={RRF_K} " in default.unit
+    assert default.factory().rrf_k == RRF_K  # type: ignore[attr-defined]
+    given = get_retriever("hybrid-turns", HashEmbedder, baseline_rrf_k=60)
+    assert "RRF k=60 " in given.unit
+    assert given.factory().rrf_k == 60  # type: ignore[attr-defined]
 
 
 def test_unknown_names_are_refused(locomo_file: Path) -> None:

@@ -106,7 +106,7 @@ UNITS = {
     "dense": "message",
     "bm25-turns": "whole turn (a user message with its replies), as ours",
     "dense-turns": "whole turn, as ours (embedded in ours' word chunks, best chunk scores)",
-    "hybrid-turns": "whole turn, as ours (RRF k=20 of bm25-turns and dense-turns)",
+    "hybrid-turns": "whole turn, as ours (RRF k={rrf_k} of bm25-turns and dense-turns)",  # the k it runs with
     "langchain": "message (one save_context document per message)",
     "llamaindex": "round (VectorMemory node: a user message and the replies after it)",
 }
@@ -182,7 +182,8 @@ def get_retriever(name: str, embedder: Callable[[], Embedder] = make_embedder, *
             ) from e
         factory = lambda: cls(emb())  # noqa: E731
 
-    return RetrieverSpec(name, UNITS[name], factory, lambda: emb().key, warmup, unit_kind=kind, config=ours_cfg,
+    return RetrieverSpec(name, UNITS[name].format(rrf_k=baseline_rrf_k), factory, lambda: emb().key, warmup,
+                         unit_kind=kind, config=ours_cfg,
                          layout=layout if ours_cfg is not None else None)
 
 

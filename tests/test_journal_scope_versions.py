@@ -1,13 +1,19 @@
-"""Scope versions (schema v8): per-namespace counters that tell an in-process index whether it is current.
+"""Scope versions (schema v8): per-namespace counters that tell an in-process index whether it is current;
+scope listings and their stamps.
 
-Every case runs on SQLite and PostgreSQL (the contract suite's ``backend`` fixture).
+Every case runs on SQLite and PostgreSQL (the contract suite's ``backend`` fixture), but for SQLite's
+scope stamps kept by triggers (schema v11), which PostgreSQL does not have.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
 
 from langmem_tiers.journal.base import SCHEMA_VERSION, Journal, Namespace, NewRecord, Scope, ScopeListing
+from langmem_tiers.journal.sqlite import SqliteJournal
 from langmem_tiers.messages import make_message
 from tests import test_journal_contract as contract
 from tests.test_journal_contract import Backend, _append, _ns
@@ -317,3 +323,108 @@ def test_deleting_a_sessions_last_memory_or_the_session_takes_it_out(journal: Jo
     journal.delete_namespaces([c])
     erased = _listing_matches_the_journal(journal, scope)
     assert (erased.ids, erased.memories) == ((a, b), ())
+
+
+def _stamps(journal: Journal, where: str, args: tuple[str, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """A scope's stamp as the trigger-kept rows give it and as the aggregate over its namespaces rows does."""
+    from langmem_tiers.journal.sql_journal import _KEPT_STAMP, _STAMP
+
+    with journal._autocommit() as db:  # type: ignore[attr-defined]
+        kept = tuple(int(v) for v in db.one(f"{_KEPT_STAMP}{where}", args))
+        summed = tuple(int(v) for v in db.one(f"{_STAMP}{where}", args))
+    return kept, summed
+
+
+def _groups(journal: Journal) -> list[tuple[str, str, int]]:
+    with journal._autocommit() as db:  # type: ignore[attr-defined]
+        return [tuple(r) for r in db.all("SELECT user_id, agent_id, namespaces FROM scope_stamps ORDER BY 1, 2", ())]
+
+
+@pytest.fixture
+def sqlite_journal(tmp_path: Path) -> Iterator[Journal]:
+    """Schema v11's kept stamps are SQLite's alone (PostgreSQL sums the namespaces rows at each read)."""
+    journal = SqliteJournal(tmp_path / "journal.sqlite3")
+    yield journal
+    journal.close()
+
+
+def _same_stamp(kept: tuple[int, ...], summed: tuple[int, ...]) -> bool:
+    """Equal but for the largest id: the kept one is the largest the group held while it had a namespace."""
+    return kept[:2] == summed[:2] and kept[3:] == summed[3:] and kept[2] >= summed[2]
+
+
+def test_sqlite_keeps_each_users_stamp_as_the_aggregate_would_read_it(sqlite_journal: Journal) -> None:
+    """Schema v11: every change to a namespaces row moves its (user, agent) row's sums as the aggregate
+    over the rows would read them."""
+    journal = sqlite_journal
+    a, b = _ns(journal, "a", "u"), _ns(journal, "b", "u", "helper")
+    c = _ns(journal, "c", "u")
+    other = _ns(journal, "x", "someone else")
+    [ra, ra2] = journal.add_records(a, [NewRecord("turn", "a turn"), NewRecord("fact", "a fact")])
+    [rb] = journal.add_records(b, [NewRecord("turn", "b turn")])
+    journal.add_records(other, [NewRecord("turn", "not theirs")])
+    scopes = [(" WHERE user_id=?", ("u",)), (" WHERE user_id=? AND agent_id=?", ("u", "helper")),
+              (" WHERE user_id=? AND agent_id=?", ("u", "")), (" WHERE user_id=?", ("someone else",))]
+    changes = [
+        lambda: journal.update_record(ra, text="a turn, edited"),
+        lambda: journal.update_record(rb, pinned=True),
+        lambda: journal.update_record(rb, pinned=False),
+        lambda: journal.delete_records([ra2]),
+        lambda: journal.add_records(c, [NewRecord("turn", "c turn")]),
+        lambda: journal.delete_namespaces([c]),  # the largest id of the "" agent group is erased
+        lambda: journal.clear_session(a),
+    ]
+    for change in [lambda: None, *changes]:
+        change()
+        for where, args in scopes:
+            assert _same_stamp(*_stamps(journal, where, args)), (where, args)
+    assert _stamps(journal, " WHERE user_id=? AND agent_id=?", ("u", ""))[0][2] == c  # held while the group lived
+    # A namespace moved to another user or agent (only the NFC fold of schema v4 does it) moves its sums.
+    with journal._txn() as db:  # type: ignore[attr-defined]
+        db.execute("UPDATE namespaces SET agent_id='helper' WHERE ns=?", (a,))
+    assert _groups(journal) == [("someone else", "", 1), ("u", "helper", 2)]
+    assert _same_stamp(*_stamps(journal, " WHERE user_id=? AND agent_id=?", ("u", "helper")))
+    # The group's row goes with its last namespace: erasing a user leaves no row naming them.
+    journal.delete_namespaces([other])
+    assert _groups(journal) == [("u", "helper", 2)]
+
+
+def test_sqlite_reads_a_users_stamp_from_its_kept_row_and_what_grew_through_an_index(sqlite_journal: Journal) -> None:
+    journal = sqlite_journal
+    ids = [_ns(journal, f"s{i}", "u") for i in range(30)]
+    for ns_id in ids:
+        journal.add_records(ns_id, [NewRecord("turn", "a turn")])
+    scope = Scope("user", Namespace("s0", "u"))
+    first = journal.scope_listing(scope)
+    journal.add_records(ids[7], [NewRecord("turn", "grew")])
+    statements: list[str] = []
+    journal._db.set_trace_callback(statements.append)  # type: ignore[attr-defined]
+    try:
+        grown = _listing_matches_the_journal(journal, scope)
+    finally:
+        journal._db.set_trace_callback(None)  # type: ignore[attr-defined]
+    assert (grown.base, grown.changed) == (first.generation, frozenset({ids[7]}))
+    reads = [" ".join(s.split()) for s in statements[:3]]  # as run, with their values
+    assert reads[1].endswith("FROM scope_stamps WHERE user_id='u'"), reads  # after BEGIN: the kept row
+    assert f"FROM namespaces WHERE user_id='u' AND last_record_id > {first.newest}" in reads[2], reads
+    with journal._autocommit() as db:  # type: ignore[attr-defined]
+        plan = " | ".join(str(r[-1]) for r in db.all(
+            "EXPLAIN QUERY PLAN SELECT ns FROM namespaces WHERE user_id='u' AND last_record_id > 5", ()))
+    assert "namespaces_growth (user_id=? AND last_record_id>?)" in plan, plan
+
+
+def test_a_version_10_sqlite_journal_gains_kept_stamps_summed_from_its_namespaces(tmp_path: Path) -> None:
+    backend = contract._sqlite_backend(tmp_path)
+    backend.create_at_version(10)  # namespace 1 ('u', '', 'old')
+    for ns, user, agent in [(2, "u", ""), (3, "u", "helper"), (4, "v", "")]:
+        backend.execute("INSERT INTO namespaces (ns, user_id, agent_id, session_id, created_at, last_record_id, "
+                        "records_deleted, records_edited, records_repinned) VALUES (?, ?, ?, ?, 1.0, ?, ?, ?, ?)",
+                        (ns, user, agent, f"s{ns}", 10 * ns, ns, 2 * ns, 3 * ns))
+    journal = backend.journal()
+    with journal._autocommit() as db:  # type: ignore[attr-defined]
+        assert db.all("SELECT user_id, agent_id, namespaces, ns_sum, ns_max, last_record_sum, deleted_sum, "
+                      "edited_sum, repinned_sum FROM scope_stamps ORDER BY 1, 2", ()) == [
+            ("u", "", 2, 3, 2, 20, 2, 4, 6), ("u", "helper", 1, 3, 3, 30, 3, 6, 9), ("v", "", 1, 4, 4, 40, 4, 8, 12)]
+    for where, args in [(" WHERE user_id=?", ("u",)), (" WHERE user_id=? AND agent_id=?", ("u", "helper"))]:
+        kept, summed = _stamps(journal, where, args)
+        assert kept == summed  # nothing erased yet: the largest ids agree too

@@ -240,8 +240,16 @@ CREATE TRIGGER records_scope_ap AFTER UPDATE OF pinned ON records FOR EACH ROW
     EXECUTE FUNCTION records_scope_repinned();
 """
 
+
+def _v11_changes_nothing_here(db: Sql) -> None:
+    """Schema version 11 keeps SQLite's scope stamps in a table moved by triggers (sqlite.py's V11_SQL);
+    PostgreSQL keeps summing the namespaces rows at each read: a row shared by all of a user's sessions
+    would queue every writer of the user on it, and two transactions touching two of the user's sessions
+    in opposite orders could deadlock on it."""
+
+
 MIGRATIONS: tuple[str | Callable[[Sql], None], ...] = (
-    *_OLD_MIGRATIONS, _migrate_to_v4, V5_SQL, V6_SQL, V7_SQL, V8_SQL, V9_SQL, V10_SQL)
+    *_OLD_MIGRATIONS, _migrate_to_v4, V5_SQL, V6_SQL, V7_SQL, V8_SQL, V9_SQL, V10_SQL, _v11_changes_nothing_here)
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 # The server's clock, in epoch seconds: leases and retry times of replicas on several hosts

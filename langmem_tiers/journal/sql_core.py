@@ -95,6 +95,9 @@ class Sql:
     CITED_ID = ""
     # Records carry FTS5 scope terms (SQLite) or not (PostgreSQL filters by namespace alone).
     SCOPE_TERMS = False
+    # A user's and an agent's scope stamps kept by triggers in ``scope_stamps`` (SQLite, schema v11), or
+    # summed over their namespaces rows at each read (PostgreSQL: see sqlite.py's V11_SQL for why).
+    SCOPE_STAMPS = False
     # The ids of the tool calls of messages ``m`` (``m.tool_calls``: JSON), as SELECT ... FROM.
     TOOL_CALL_IDS = ""
 

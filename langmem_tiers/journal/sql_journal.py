@@ -50,6 +50,12 @@ _STAMP = ("SELECT count(*), coalesce(sum(ns), 0), coalesce(max(ns), 0), coalesce
           "coalesce(sum(records_deleted), 0), coalesce(sum(records_edited), 0), "
           "coalesce(sum(records_repinned), 0) FROM namespaces")
 _STAMP_FIELDS = 7
+# The same seven fields where triggers keep them per (user, agent) group (``Sql.SCOPE_STAMPS``): one
+# primary-key read per agent of the user instead of a pass over the user's sessions. The third is the
+# largest id the group held while it had a namespace, which a change moves as the aggregate's does.
+_KEPT_STAMP = ("SELECT coalesce(sum(namespaces), 0), coalesce(sum(ns_sum), 0), coalesce(max(ns_max), 0), "
+               "coalesce(sum(last_record_sum), 0), coalesce(sum(deleted_sum), 0), coalesce(sum(edited_sum), 0), "
+               "coalesce(sum(repinned_sum), 0) FROM scope_stamps")
 
 
 def _holds_memory(true: str) -> str:
@@ -266,8 +272,10 @@ class SqlJournal:
         return [(int(r[0]), Namespace(r[1], r[2], r[3])) for r in rows]
 
     def scope_listing(self, scope: Scope) -> ScopeListing:
-        """The scope's namespaces and counters: the listing this journal gave last for the scope when one
-        aggregate read (``_STAMP``) shows nothing changed, else a new one, read in one snapshot.
+        """The scope's namespaces and counters: the listing this journal gave last for the scope when its
+        stamp shows nothing changed, else a new one, read in one snapshot. The stamp is an aggregate read
+        over the scope's namespaces rows (``_STAMP``), or, for a user's or an agent's scope where triggers
+        keep it (SQLite, ``_KEPT_STAMP``), one read of a row per agent of the user.
 
         The stamp holds the namespaces' count, id sum and largest id and the sums of their four
         counters. The counters never go back while a namespace exists, so a record added, deleted,
@@ -294,7 +302,8 @@ class SqlJournal:
         where, args = _scope_where(scope)
         key = (scope.effective_kind, *args)
         with self._snapshot() as db:
-            row = db.one(f"{_STAMP}{where}", args)
+            stamp_sql = _KEPT_STAMP if db.SCOPE_STAMPS and scope.effective_kind != "session" else _STAMP
+            row = db.one(f"{stamp_sql}{where}", args)
             stamp = tuple(int(v) for v in row) if row else (0,) * _STAMP_FIELDS
             cached = self._listings.get(key)
             if cached is not None and cached.stamp == stamp:

@@ -283,8 +283,70 @@ WHEN old.pinned IS NOT new.pinned BEGIN
 END;
 """
 
+# Schema version 11, scope stamps kept by triggers: ``Journal.scope_listing`` reads a user's (or an
+# agent's) stamp before every recall, and as an aggregate over the namespaces rows that read grew with
+# the user's sessions (8-9 ms at 10,000 sessions, every context()). Here one row per (user, agent) holds
+# the same sums, moved by every insert, update and delete of a namespaces row; a user's stamp sums the
+# user's few agent rows. ``ns_max`` is the largest id the group has held while it had a namespace (the
+# aggregate's max falls when that namespace is erased; the count and the id sum say it in both). A
+# group's row goes when its last namespace does, so erasing a user leaves no row naming them. SQLite
+# has one writer at a time, so the shared row costs no concurrency; PostgreSQL keeps the aggregate
+# (every writer of a user would queue on the row, and two transactions touching two of the user's
+# sessions in opposite orders could deadlock). ``namespaces_growth`` lets the listing's grown path
+# read the few sessions that gained records instead of walking the user's sessions.
+V11_SQL = """
+CREATE TABLE scope_stamps (
+    user_id TEXT NOT NULL, agent_id TEXT NOT NULL,
+    namespaces INTEGER NOT NULL DEFAULT 0, ns_sum INTEGER NOT NULL DEFAULT 0, ns_max INTEGER NOT NULL DEFAULT 0,
+    last_record_sum INTEGER NOT NULL DEFAULT 0, deleted_sum INTEGER NOT NULL DEFAULT 0,
+    edited_sum INTEGER NOT NULL DEFAULT 0, repinned_sum INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (user_id, agent_id)
+) WITHOUT ROWID;
+INSERT INTO scope_stamps (user_id, agent_id, namespaces, ns_sum, ns_max, last_record_sum, deleted_sum, edited_sum,
+                          repinned_sum)
+    SELECT user_id, agent_id, count(*), sum(ns), max(ns), sum(last_record_id), sum(records_deleted),
+           sum(records_edited), sum(records_repinned)
+    FROM namespaces GROUP BY user_id, agent_id;
+CREATE TRIGGER namespaces_stamp_ai AFTER INSERT ON namespaces BEGIN
+    INSERT OR IGNORE INTO scope_stamps (user_id, agent_id) VALUES (new.user_id, new.agent_id);
+    UPDATE scope_stamps SET namespaces = namespaces + 1, ns_sum = ns_sum + new.ns, ns_max = max(ns_max, new.ns),
+        last_record_sum = last_record_sum + new.last_record_id, deleted_sum = deleted_sum + new.records_deleted,
+        edited_sum = edited_sum + new.records_edited, repinned_sum = repinned_sum + new.records_repinned
+    WHERE user_id = new.user_id AND agent_id = new.agent_id;
+END;
+CREATE TRIGGER namespaces_stamp_ad AFTER DELETE ON namespaces BEGIN
+    UPDATE scope_stamps SET namespaces = namespaces - 1, ns_sum = ns_sum - old.ns,
+        last_record_sum = last_record_sum - old.last_record_id, deleted_sum = deleted_sum - old.records_deleted,
+        edited_sum = edited_sum - old.records_edited, repinned_sum = repinned_sum - old.records_repinned
+    WHERE user_id = old.user_id AND agent_id = old.agent_id;
+    DELETE FROM scope_stamps WHERE user_id = old.user_id AND agent_id = old.agent_id AND namespaces = 0;
+END;
+CREATE TRIGGER namespaces_stamp_au AFTER UPDATE ON namespaces
+WHEN old.user_id IS new.user_id AND old.agent_id IS new.agent_id BEGIN
+    UPDATE scope_stamps SET last_record_sum = last_record_sum + new.last_record_id - old.last_record_id,
+        deleted_sum = deleted_sum + new.records_deleted - old.records_deleted,
+        edited_sum = edited_sum + new.records_edited - old.records_edited,
+        repinned_sum = repinned_sum + new.records_repinned - old.records_repinned
+    WHERE user_id = new.user_id AND agent_id = new.agent_id;
+END;
+CREATE TRIGGER namespaces_stamp_moved AFTER UPDATE ON namespaces
+WHEN old.user_id IS NOT new.user_id OR old.agent_id IS NOT new.agent_id BEGIN
+    UPDATE scope_stamps SET namespaces = namespaces - 1, ns_sum = ns_sum - old.ns,
+        last_record_sum = last_record_sum - old.last_record_id, deleted_sum = deleted_sum - old.records_deleted,
+        edited_sum = edited_sum - old.records_edited, repinned_sum = repinned_sum - old.records_repinned
+    WHERE user_id = old.user_id AND agent_id = old.agent_id;
+    DELETE FROM scope_stamps WHERE user_id = old.user_id AND agent_id = old.agent_id AND namespaces = 0;
+    INSERT OR IGNORE INTO scope_stamps (user_id, agent_id) VALUES (new.user_id, new.agent_id);
+    UPDATE scope_stamps SET namespaces = namespaces + 1, ns_sum = ns_sum + new.ns, ns_max = max(ns_max, new.ns),
+        last_record_sum = last_record_sum + new.last_record_id, deleted_sum = deleted_sum + new.records_deleted,
+        edited_sum = edited_sum + new.records_edited, repinned_sum = repinned_sum + new.records_repinned
+    WHERE user_id = new.user_id AND agent_id = new.agent_id;
+END;
+CREATE INDEX namespaces_growth ON namespaces (user_id, last_record_id);
+"""
+
 MIGRATIONS: tuple[str | Callable[[Sql], None], ...] = (
-    *_OLD_MIGRATIONS, _migrate_to_v4, V5_SQL, V6_SQL, V7_SQL, V8_SQL, V9_SQL, V10_SQL)
+    *_OLD_MIGRATIONS, _migrate_to_v4, V5_SQL, V6_SQL, V7_SQL, V8_SQL, V9_SQL, V10_SQL, V11_SQL)
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 # How long a freshly opened journal waits on the file before reporting it busy.
@@ -373,6 +435,7 @@ class SqliteSql(Sql):
     __slots__ = ()
 
     TRUE = "1"  # records_pinned is a partial index WHERE pinned = 1
+    SCOPE_STAMPS = True
     CITED_FROM = "json_each(r.message_ids) j"
     CITED_ID = "j.value"
     SCOPE_TERMS = True

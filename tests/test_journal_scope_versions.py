@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from langmem_tiers.errors import JournalError
 from langmem_tiers.journal.base import SCHEMA_VERSION, Journal, Namespace, NewRecord, Scope, ScopeListing
 from langmem_tiers.journal.sqlite import SqliteJournal
 from langmem_tiers.messages import make_message
@@ -379,14 +380,13 @@ def test_sqlite_keeps_each_users_stamp_as_the_aggregate_would_read_it(sqlite_jou
         for where, args in scopes:
             assert _same_stamp(*_stamps(journal, where, args)), (where, args)
     assert _stamps(journal, " WHERE user_id=? AND agent_id=?", ("u", ""))[0][2] == c  # held while the group lived
-    # A namespace moved to another user or agent (only the NFC fold of schema v4 does it) moves its sums.
-    with journal._txn() as db:  # type: ignore[attr-defined]
+    # A namespace never moves to another user or agent (schema v4's NFC fold did, before the stamps).
+    with pytest.raises(JournalError, match="keeps its user and agent"), journal._txn() as db:  # type: ignore[attr-defined]
         db.execute("UPDATE namespaces SET agent_id='helper' WHERE ns=?", (a,))
-    assert _groups(journal) == [("someone else", "", 1), ("u", "helper", 2)]
-    assert _same_stamp(*_stamps(journal, " WHERE user_id=? AND agent_id=?", ("u", "helper")))
+    assert _groups(journal) == [("someone else", "", 1), ("u", "", 1), ("u", "helper", 1)]
     # The group's row goes with its last namespace: erasing a user leaves no row naming them.
     journal.delete_namespaces([other])
-    assert _groups(journal) == [("u", "helper", 2)]
+    assert _groups(journal) == [("u", "", 1), ("u", "helper", 1)]
 
 
 def test_sqlite_reads_a_users_stamp_from_its_kept_row_and_what_grew_through_an_index(sqlite_journal: Journal) -> None:

@@ -287,13 +287,14 @@ END;
 # agent's) stamp before every recall, and as an aggregate over the namespaces rows that read grew with
 # the user's sessions (8-9 ms at 10,000 sessions, every context()). Here one row per (user, agent) holds
 # the same sums, moved by every insert, update and delete of a namespaces row; a user's stamp sums the
-# user's few agent rows. ``ns_max`` is the largest id the group has held while it had a namespace (the
-# aggregate's max falls when that namespace is erased; the count and the id sum say it in both). A
-# group's row goes when its last namespace does, so erasing a user leaves no row naming them. SQLite
-# has one writer at a time, so the shared row costs no concurrency; PostgreSQL keeps the aggregate
-# (every writer of a user would queue on the row, and two transactions touching two of the user's
-# sessions in opposite orders could deadlock). ``namespaces_growth`` lets the listing's grown path
-# read the few sessions that gained records instead of walking the user's sessions.
+# user's few agent rows. A namespace never moves to another user or agent (only schema v4's NFC fold
+# did, before this), and a trigger refuses it. ``ns_max`` is the largest id the group has held while it
+# had a namespace (the aggregate's max falls when that namespace is erased; the count and the id sum say
+# it in both). A group's row goes when its last namespace does, so erasing a user leaves no row naming
+# them. SQLite has one writer at a time, so the shared row costs no concurrency; PostgreSQL keeps the
+# aggregate (every writer of a user would queue on the row, and two transactions touching two of the
+# user's sessions in opposite orders could deadlock). ``namespaces_growth`` lets the listing's grown
+# path read the few sessions that gained records instead of walking the user's sessions.
 V11_SQL = """
 CREATE TABLE scope_stamps (
     user_id TEXT NOT NULL, agent_id TEXT NOT NULL,
@@ -321,26 +322,16 @@ CREATE TRIGGER namespaces_stamp_ad AFTER DELETE ON namespaces BEGIN
     WHERE user_id = old.user_id AND agent_id = old.agent_id;
     DELETE FROM scope_stamps WHERE user_id = old.user_id AND agent_id = old.agent_id AND namespaces = 0;
 END;
-CREATE TRIGGER namespaces_stamp_au AFTER UPDATE ON namespaces
-WHEN old.user_id IS new.user_id AND old.agent_id IS new.agent_id BEGIN
+CREATE TRIGGER namespaces_stamp_au AFTER UPDATE ON namespaces BEGIN
     UPDATE scope_stamps SET last_record_sum = last_record_sum + new.last_record_id - old.last_record_id,
         deleted_sum = deleted_sum + new.records_deleted - old.records_deleted,
         edited_sum = edited_sum + new.records_edited - old.records_edited,
         repinned_sum = repinned_sum + new.records_repinned - old.records_repinned
     WHERE user_id = new.user_id AND agent_id = new.agent_id;
 END;
-CREATE TRIGGER namespaces_stamp_moved AFTER UPDATE ON namespaces
+CREATE TRIGGER namespaces_keep_group BEFORE UPDATE OF user_id, agent_id ON namespaces
 WHEN old.user_id IS NOT new.user_id OR old.agent_id IS NOT new.agent_id BEGIN
-    UPDATE scope_stamps SET namespaces = namespaces - 1, ns_sum = ns_sum - old.ns,
-        last_record_sum = last_record_sum - old.last_record_id, deleted_sum = deleted_sum - old.records_deleted,
-        edited_sum = edited_sum - old.records_edited, repinned_sum = repinned_sum - old.records_repinned
-    WHERE user_id = old.user_id AND agent_id = old.agent_id;
-    DELETE FROM scope_stamps WHERE user_id = old.user_id AND agent_id = old.agent_id AND namespaces = 0;
-    INSERT OR IGNORE INTO scope_stamps (user_id, agent_id) VALUES (new.user_id, new.agent_id);
-    UPDATE scope_stamps SET namespaces = namespaces + 1, ns_sum = ns_sum + new.ns, ns_max = max(ns_max, new.ns),
-        last_record_sum = last_record_sum + new.last_record_id, deleted_sum = deleted_sum + new.records_deleted,
-        edited_sum = edited_sum + new.records_edited, repinned_sum = repinned_sum + new.records_repinned
-    WHERE user_id = new.user_id AND agent_id = new.agent_id;
+    SELECT RAISE(ABORT, 'a namespace keeps its user and agent (scope_stamps sums each group''s rows)');
 END;
 CREATE INDEX namespaces_growth ON namespaces (user_id, last_record_id);
 """

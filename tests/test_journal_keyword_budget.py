@@ -379,3 +379,25 @@ def test_sqlite_ranks_a_scope_the_same_streamed_or_joined(tmp_path: Path) -> Non
         assert streamed == SqliteJournal._ranked_joined(db, kayak, namespaces[:1], 25, None, 0)
     finally:
         journal.close()
+
+
+def test_a_scopes_size_is_counted_in_growing_chunks_of_namespaces_up_to_the_cap(journal: Any) -> None:
+    """scope_size binds the namespaces a growing chunk at a time and stops at the cap: the same count as
+    one statement over them all, whichever chunk the records are in, kinds filtered alike."""
+    from langmem_tiers.journal.sql_core import SCOPE_SIZE_FIRST_CHUNK, scope_size
+
+    sessions = [journal.namespace_id(Namespace(f"s{i}", "u")) or 0 for i in range(4 * SCOPE_SIZE_FIRST_CHUNK)]
+    other = journal.namespace_id(Namespace("x", "v")) or 0
+    journal.add_records(other, [NewRecord("turn", "not in the scope") for _ in range(20)])
+    # Records only past the first two chunks (32 + 64 sessions), and a fact among them.
+    for ns_id in sessions[3 * SCOPE_SIZE_FIRST_CHUNK:]:
+        journal.add_records(ns_id, [NewRecord("turn", "a turn"), NewRecord("turn", "another")])
+    journal.add_records(sessions[-1], [NewRecord("fact", "a fact")])
+    turns = 2 * SCOPE_SIZE_FIRST_CHUNK
+    with journal._autocommit() as db:
+        assert scope_size(db, sessions, None, 10_000) == turns + 1
+        assert scope_size(db, sessions, ["fact"], 10_000) == 1
+        assert scope_size(db, sessions, ["turn"], 10) == 10  # stops at the cap
+        assert scope_size(db, sessions, None, turns + 1) == turns + 1
+        assert scope_size(db, [*sessions, other], None, 10_000) == turns + 1 + 20
+        assert scope_size(db, [], None, 10) == 0

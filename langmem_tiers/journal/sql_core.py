@@ -210,17 +210,19 @@ def scope_size(db: Sql, ns_ids: Sequence[int], kinds: Sequence[str] | None, cap:
 
     The namespaces are bound a growing chunk at a time and the count stops at ``cap``: a user's first
     few sessions usually hold more than the budget, and binding all of a user's 10,000 sessions (an
-    IN list SQLite builds as an index) cost ~3.2 ms a search at 1M records against ~0.3 in chunks."""
+    IN list SQLite builds as an index) cost 3.2-4.6 ms a search at 1M records against ~0.3 in chunks
+    (``benchmarks/scope_stamp_cost.py``)."""
     ids = list(ns_ids)
+    kind_args: list[Any] = []
+    kind_sql = ""
+    if kinds:
+        kind_members, kind_args = db.in_(list(kinds))
+        kind_sql = f" AND kind {kind_members}"
     total, start, chunk = 0, 0, SCOPE_SIZE_FIRST_CHUNK
     while start < len(ids) and total < cap:
         members, args = db.in_(ids[start:start + chunk])
-        sql = f"SELECT 1 FROM records WHERE ns {members}"
-        if kinds:
-            kind_members, kind_args = db.in_(list(kinds))
-            sql += f" AND kind {kind_members}"
-            args += kind_args
-        total += int(db.one(f"SELECT count(*) FROM ({sql} LIMIT ?) s", [*args, cap - total])[0])
+        sql = f"SELECT 1 FROM records WHERE ns {members}{kind_sql}"
+        total += int(db.one(f"SELECT count(*) FROM ({sql} LIMIT ?) s", [*args, *kind_args, cap - total])[0])
         start += chunk
         chunk *= 2
     return total

@@ -92,10 +92,7 @@ class MemoryConfig:
         recall_session_top: how many sessions that second stage searches.
         recall_feedback_weight: pseudo-relevance feedback: RRF weight of a second keyword search over
             the query plus the words the best first-round hits share (0: off).
-        recall_feedback_docs: how many first-round hits feed it (and the vector feedback).
-        recall_vector_feedback_weight: pseudo-relevance feedback on the vector side: RRF weight of a
-            second vector search with the query's vector moved toward the best first-round hits'
-            (0: off).
+        recall_feedback_docs: how many first-round hits feed it.
         recall_neighbor_weight: RRF weight of a rank list of the turns just before and after the best
             first-round turns, each in its session (0: off).
         recall_neighbor_docs: how many first-round hits have their neighbors ranked; those hits keep
@@ -161,7 +158,6 @@ class MemoryConfig:
     recall_session_top: int = 3
     recall_feedback_weight: float = 0.0
     recall_feedback_docs: int = 3
-    recall_vector_feedback_weight: float = 0.0
     recall_neighbor_weight: float = 0.5
     recall_neighbor_docs: int = 5
     recall_depth: int = 4

@@ -20,7 +20,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -336,7 +336,6 @@ class RecallIndex:
         keyword_ids = [str(h.record_id) for h in keyword]
         vector_ids: list[str] = []
         query_vector: Any = None
-        indexed = False  # the scope's in-process index answered (it holds the candidates' vectors)
         if self.store is not None and self.embedder is not None:
             store = self.store
             try:
@@ -357,7 +356,6 @@ class RecallIndex:
                         nearest = found
                         found, loaded = yield Blocking(lambda: self._mostly_of_kinds(nearest, kinds))
                 if found is not None:
-                    indexed = True
                     scored = [(str(rid), sim) for rid, sim in found]
                 else:
                     where = self.where_ns(ns_ids, kinds)
@@ -396,17 +394,6 @@ class RecallIndex:
                 second = f"{query} {' '.join(more_terms)}"
                 feedback = yield Blocking(lambda: self.journal.keyword_search(second, ns_ids, want, kinds))
                 extra.append(([str(h.record_id) for h in feedback], opts.feedback_weight))
-                fresh_ids = [c for c in extra[-1][0] if c not in by_id]
-                if fresh_ids:
-                    by_id.update((yield from self._load(fresh_ids, scope, filters, skip)))
-                fused = self._fuse(keyword_ids, vector_ids, extra, by_id, now, analysis, rounds)
-        if opts.vector_feedback_weight > 0 and fused and indexed and not kinds and self._scope_vectors is not None:
-            held, first = self._scope_vectors, query_vector
-            best_ids = [int(c) for c, _ in fused[:opts.feedback_docs]]
-            moved = yield Blocking(lambda: _rocchio(first, held.vectors_of(listing, best_ids).values()))
-            again = (yield Blocking(lambda: held.search(listing, moved, want))) if moved is not None else None
-            if again:
-                extra.append(([str(rid) for rid, _ in again], opts.vector_feedback_weight))
                 fresh_ids = [c for c in extra[-1][0] if c not in by_id]
                 if fresh_ids:
                     by_id.update((yield from self._load(fresh_ids, scope, filters, skip)))
@@ -643,20 +630,6 @@ def _best_sessions(fused: Sequence[tuple[str, ScoreParts]], by_id: Mapping[str, 
             scores.append(parts.total)
     ranked = sorted(totals, key=lambda ns: -sum(totals[ns]))
     return set(ranked[:top])
-
-
-def _rocchio(query: Any, feedback: Iterable[Any]) -> Any | None:
-    """The query's unit vector moved to the mean of itself and the feedback vectors' mean (Rocchio with
-    equal weights, not tuned), as a unit vector; ``None`` without feedback vectors."""
-    import numpy as np
-
-    rows = list(feedback)
-    if not rows:
-        return None
-    q = np.asarray(query, dtype=np.float32)
-    q = q / max(float(np.linalg.norm(q)), 1e-12)
-    moved = q + np.mean(np.asarray(rows, dtype=np.float32), axis=0)
-    return moved / max(float(np.linalg.norm(moved)), 1e-12)
 
 
 def _merge_exact(scored: list[tuple[str, float]], pending: Sequence[Record], vectors: Sequence[Any],

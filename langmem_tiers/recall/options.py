@@ -35,11 +35,7 @@ class RecallOptions:
         feedback_weight: pseudo-relevance feedback: RRF weight of a keyword search over the query plus
             the words its ``feedback_docs`` best first-round hits share
             (:func:`langmem_tiers.recall.query.feedback_terms`).
-        feedback_docs: how many first-round hits feed that search (and the vector feedback's).
-        vector_feedback_weight: pseudo-relevance feedback on the vector side (Rocchio): the query's
-            vector moved to the mean of its own and the ``feedback_docs`` best first-round hits'
-            vectors, searched again; RRF weight of that rank list. Only where the scope's in-process
-            index answered the first search (it holds the hits' vectors).
+        feedback_docs: how many first-round hits feed that search.
         neighbor_weight: the turns around the best first-round turns (the one before and the one
             after each, in its session) form one more rank list, fused with this RRF weight: in a
             chat the answer is often the reply next to the turn that matched the words.
@@ -57,14 +53,13 @@ class RecallOptions:
     session_top: int = 3
     feedback_weight: float = 0.0
     feedback_docs: int = 3
-    vector_feedback_weight: float = 0.0
     neighbor_weight: float = 0.0
     neighbor_docs: int = 5
     depth: int = 4
 
     def __post_init__(self) -> None:
         for name in ("salient_weight", "time_boost", "when_boost", "session_weight", "feedback_weight",
-                     "vector_feedback_weight", "neighbor_weight"):
+                     "neighbor_weight"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
                     or value < 0:
@@ -82,7 +77,5 @@ class RecallOptions:
         return cls(salient_weight=config.recall_salient_weight, time_boost=config.recall_time_boost,
                    when_boost=config.recall_when_boost, session_weight=config.recall_session_weight,
                    session_top=config.recall_session_top, feedback_weight=config.recall_feedback_weight,
-                   feedback_docs=config.recall_feedback_docs,
-                   vector_feedback_weight=config.recall_vector_feedback_weight,
-                   neighbor_weight=config.recall_neighbor_weight,
+                   feedback_docs=config.recall_feedback_docs, neighbor_weight=config.recall_neighbor_weight,
                    neighbor_docs=config.recall_neighbor_docs, depth=config.recall_depth)

@@ -97,6 +97,8 @@ class MemoryConfig:
             first-round turns, each in its session (0: off).
         recall_neighbor_docs: how many first-round hits have their neighbors ranked; those hits keep
             their places at the top, so a search for that many hits or fewer is not changed by it.
+        recall_diversity: maximal marginal relevance among the best candidates: how much a candidate's
+            similarity to a better one placed before it counts against it (0: off).
         recall_depth: how deep the keyword and vector rankings reach per hit asked for (at least 50
             candidates each); every candidate is read and fused, so this sets most of the cost of
             ``context()``'s deep search (it asks for up to 64 hits when recall may fill spare budget).
@@ -160,6 +162,7 @@ class MemoryConfig:
     recall_feedback_docs: int = 3
     recall_neighbor_weight: float = 0.5
     recall_neighbor_docs: int = 5
+    recall_diversity: float = 0.0
     recall_depth: int = 4
     recall_rrf_k: int = FusionParams.rrf_k
     recall_keyword_weight: float = FusionParams.keyword_weight

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from langmem_tiers import TieredMemory, WordCounter
 from langmem_tiers.config import MemoryConfig
 from langmem_tiers.errors import ConfigError
-from langmem_tiers.recall.engine import leads_first
+from langmem_tiers.recall.engine import diversified, leads_first
 from langmem_tiers.recall.fusion import FusionParams, ScoreParts
 from langmem_tiers.recall.options import RecallOptions
 from langmem_tiers.recall.query import (
@@ -122,6 +122,7 @@ def test_feedback_terms() -> None:
     {"recall_session_weight": "1"}, {"recall_session_top": 0}, {"recall_session_top": 1.5},
     {"recall_feedback_weight": -0.5}, {"recall_feedback_docs": 0}, {"recall_neighbor_weight": -1.0},
     {"recall_neighbor_docs": 0}, {"recall_neighbor_docs": True}, {"recall_depth": 0}, {"recall_depth": 2.5},
+    {"recall_diversity": -0.3}, {"recall_diversity": float("inf")},
 ])
 def test_bad_switches_are_refused(changes: dict[str, Any]) -> None:
     with pytest.raises(ConfigError, match="recall_"):
@@ -281,6 +282,36 @@ def test_leads_keep_their_places() -> None:
     assert [c for c, _ in leads_first(fused, [])] == ["n2", "n1", "a", "p", "b"]
 
 
+def test_diversity_brings_the_other_answer_of_a_list(memory: TieredMemory) -> None:
+    """Three turns say one thing in nearly the same words and outrank the one turn about something
+    else: with diversity (maximal marginal relevance) that one takes the second place."""
+    fill(memory, [
+        *[(f"tennis-{day}", NOW - (9 - i) * DAY, [(f"Lena played tennis at her club on {day}", "Sounds fun")])
+          for i, day in enumerate(["Monday", "Thursday", "Saturday"])],
+        ("rowing", NOW - 6 * DAY, [("Lena goes rowing on the river at weekends", "Good exercise")]),
+    ])
+    query = "Which sport does Lena play at her club?"
+    off = top(memory, query, OFF, k=2)
+    assert all("tennis" in text for text in off)
+    on = top(memory, query, RecallOptions(diversity=0.3), k=2)
+    assert "tennis" in on[0] and "rowing" in on[1]
+    assert on[0] == off[0]  # the best candidate keeps the first place
+
+
+def test_diversified_order() -> None:
+    """Each place after the fixed ones goes to the best score less ``diversity`` x the nearest placed one."""
+    parts = {c: ScoreParts(None, None, total, 0.0, 0.0, total) for c, total in
+             [("1", 1.0), ("2", 0.95), ("3", 0.9), ("4", 0.5), ("5", 0.1)]}
+    fused = list(parts.items())
+    x, y = [1.0, 0.0], [0.0, 1.0]
+    vectors = {1: x, 2: x, 3: y, 5: y}  # 2 repeats 1; 4 has no vector (never penalized)
+    assert [c for c, _ in diversified(fused, vectors, 0.5, pool=4)] == ["1", "3", "4", "2", "5"]
+    assert [c for c, _ in diversified(fused, vectors, 0.0, pool=4)] == ["1", "2", "3", "4", "5"]
+    # A fixed lead stays first and counts as placed: 1 (unlike it) follows, then 4 before 2 (which repeats 1).
+    lead_first = [fused[2], fused[0], fused[1], fused[3], fused[4]]
+    assert [c for c, _ in diversified(lead_first, vectors, 0.5, pool=4, fixed=1)] == ["3", "1", "4", "2", "5"]
+
+
 def test_switches_off_are_plain_fusion(memory: TieredMemory) -> None:
     fill(memory, [("s1", NOW - 3 * DAY, [("Dana adopted a cat last Friday", "Cute"),
                                          ("We hiked in May 2026", "Nice")])])
@@ -298,7 +329,8 @@ def test_all_switches_are_deterministic(tmp_path: Path, local_embedder: Any) -> 
                                                  f"Trip {n} noted"),
                                                 (f"Kim bought {n} plants for the garden", "Nice plants")])
                 for n in range(6)]
-    on = RecallOptions(salient_weight=1.0, time_boost=1.0, when_boost=0.5, session_weight=0.5, session_top=2)
+    on = RecallOptions(salient_weight=1.0, time_boost=1.0, when_boost=0.5, session_weight=0.5, session_top=2,
+                       diversity=0.3)
     runs = []
     for folder in ("a", "b"):
         mem = TieredMemory.open(tmp_path / folder, session_id="asking", user_id="u", config=CONFIG,

@@ -336,6 +336,7 @@ class RecallIndex:
         keyword_ids = [str(h.record_id) for h in keyword]
         vector_ids: list[str] = []
         query_vector: Any = None
+        indexed = False  # the scope's in-process index answered (it holds the candidates' vectors)
         if self.store is not None and self.embedder is not None:
             store = self.store
             try:
@@ -356,6 +357,7 @@ class RecallIndex:
                         nearest = found
                         found, loaded = yield Blocking(lambda: self._mostly_of_kinds(nearest, kinds))
                 if found is not None:
+                    indexed = True
                     scored = [(str(rid), sim) for rid, sim in found]
                 else:
                     where = self.where_ns(ns_ids, kinds)
@@ -425,6 +427,10 @@ class RecallIndex:
             fused = self._fuse(keyword_ids, vector_ids, extra, by_id, now, analysis, rounds)
         if leads:
             fused = leads_first(fused, leads)
+        if opts.diversity > 0 and indexed and len(fused) > 1 and self._scope_vectors is not None:
+            held, pool = self._scope_vectors, [int(c) for c, _ in fused[:2 * k]]
+            vectors = yield Blocking(lambda: held.vectors_of(listing, pool))
+            fused = diversified(fused, vectors, opts.diversity, 2 * k, len(leads))
         return [(r, parts) for cid, parts in fused if passes(r := by_id[cid], filters)]
 
     def select(self, ranked: Sequence[Ranked], k: int) -> list[RecallHit]:
@@ -608,6 +614,37 @@ def leads_first(fused: Sequence[tuple[str, ScoreParts]], leads: Sequence[str]) -
     lead_set = set(leads)
     by_id = dict(fused)
     return [(c, by_id[c]) for c in leads if c in by_id] + [item for item in fused if item[0] not in lead_set]
+
+
+def diversified(fused: Sequence[tuple[str, ScoreParts]], vectors: Mapping[int, Any], diversity: float,
+                pool: int, fixed: int = 0) -> list[tuple[str, ScoreParts]]:
+    """``fused`` with its first ``pool`` reordered by maximal marginal relevance (Carbonell and
+    Goldstein 1998): the first ``fixed`` stay; each next place goes to the candidate whose score as a
+    share of the best, less ``diversity`` times its highest cosine similarity to those placed, is
+    highest. A candidate without a vector is never penalized. The rest follow as ``fused`` ranks them."""
+    import numpy as np
+
+    head, rest = list(fused[:pool]), list(fused[pool:])
+    if len(head) <= fixed + 1:
+        return list(fused)
+    best = max(parts.total for _, parts in head) or 1.0
+    relevance = np.array([parts.total / best for _, parts in head], dtype=np.float32)
+    dim = len(next(iter(vectors.values()))) if vectors else 1
+    matrix = np.zeros((len(head), dim), dtype=np.float32)  # no vector: a zero row, similar to nothing
+    for i, (cid, _) in enumerate(head):
+        if (v := vectors.get(int(cid))) is not None:
+            matrix[i] = v
+    placed = list(range(min(fixed, len(head))))
+    nearest = np.full(len(head), 0.0, dtype=np.float32)  # highest similarity to a placed candidate
+    for i in placed:
+        nearest = np.maximum(nearest, matrix @ matrix[i])
+    left = [i for i in range(len(head)) if i not in set(placed)]
+    while left:
+        scores = relevance[left] - diversity * nearest[left] if placed else relevance[left]
+        pick = left.pop(int(np.argmax(scores)))
+        placed.append(pick)
+        nearest = np.maximum(nearest, matrix @ matrix[pick])
+    return [head[i] for i in placed] + rest
 
 
 def _hit(r: Record, score: float, parts: Mapping[str, Any]) -> RecallHit:

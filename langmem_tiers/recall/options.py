@@ -41,6 +41,12 @@ class RecallOptions:
             chat the answer is often the reply next to the turn that matched the words.
         neighbor_docs: how many first-round hits have their neighbors ranked; they keep their places
             at the top (:func:`~langmem_tiers.recall.engine.leads_first`).
+        diversity: maximal marginal relevance over the best ``2 * k`` candidates: each place goes to
+            the candidate whose fused score (as a share of the best) less ``diversity`` times its
+            cosine similarity to the nearest candidate placed before it is highest, so a turn that
+            repeats a better one gives way to one about something else (a question whose answer is a
+            list). Only where the scope's in-process index answered (it holds the vectors); the
+            neighbor list's leads keep their places.
         depth: how deep each rank list reaches, per hit asked for (at least the engine's
             ``candidates``): every candidate is read and fused, so this is most of a deep search's
             cost (``context()`` asks for up to 64 hits to fill a large share).
@@ -55,11 +61,12 @@ class RecallOptions:
     feedback_docs: int = 3
     neighbor_weight: float = 0.0
     neighbor_docs: int = 5
+    diversity: float = 0.0
     depth: int = 4
 
     def __post_init__(self) -> None:
         for name in ("salient_weight", "time_boost", "when_boost", "session_weight", "feedback_weight",
-                     "neighbor_weight"):
+                     "neighbor_weight", "diversity"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
                     or value < 0:
@@ -78,4 +85,5 @@ class RecallOptions:
                    when_boost=config.recall_when_boost, session_weight=config.recall_session_weight,
                    session_top=config.recall_session_top, feedback_weight=config.recall_feedback_weight,
                    feedback_docs=config.recall_feedback_docs, neighbor_weight=config.recall_neighbor_weight,
-                   neighbor_docs=config.recall_neighbor_docs, depth=config.recall_depth)
+                   neighbor_docs=config.recall_neighbor_docs, diversity=config.recall_diversity,
+                   depth=config.recall_depth)

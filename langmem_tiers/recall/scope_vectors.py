@@ -167,6 +167,15 @@ class _ExactRows:
             if not keep.all():
                 self.ids, self.matrix = self.ids[keep], self.matrix[keep]
 
+    def vectors(self, ids: Sequence[int]) -> dict[int, Any]:
+        """The rows of these ids that this matrix holds (unit vectors), by id."""
+        import numpy as np
+
+        if not len(self.ids) or not len(ids):
+            return {}
+        rows = np.flatnonzero(np.isin(self.ids, np.asarray(ids, dtype=np.int64)))
+        return {int(self.ids[i]): self.matrix[i] for i in rows}
+
     def search(self, q: Any, k: int) -> list[tuple[int, float]]:
         import numpy as np
 
@@ -229,6 +238,20 @@ class _HnswRows:
             present = keys[np.asarray(self.index.contains(keys), dtype=bool).reshape(-1)]
             if len(present):
                 self.index.remove(present)
+
+    def vectors(self, ids: Sequence[int]) -> dict[int, Any]:
+        """The vectors of these ids that the graph holds, by id: its int8 copies, as unit float32 vectors."""
+        import numpy as np
+
+        if not len(self) or not len(ids):
+            return {}
+        keys = np.asarray(ids, dtype=np.uint64)
+        keys = keys[np.asarray(self.index.contains(keys), dtype=bool).reshape(-1)]
+        if not len(keys):
+            return {}
+        got = np.asarray(self.index.get(keys, dtype=np.float32), dtype=np.float32).reshape(len(keys), -1)
+        got /= np.maximum(np.linalg.norm(got, axis=1, keepdims=True), 1e-12)
+        return {int(key): row for key, row in zip(keys, got)}
 
     def search(self, q: Any, k: int) -> list[tuple[int, float]]:
         if not len(self):
@@ -402,6 +425,17 @@ class ScopeVectors:
                 self._promote(entry)  # grew past HNSW_FROM: it answers exactly until its graph is ready
         self._bound(entry)
         return found
+
+    def vectors_of(self, scope: ScopeListing, ids: Sequence[int]) -> dict[int, Any]:
+        """The unit vectors this process holds for ``ids`` in the scope's entry, by id (those it lacks
+        are left out; none when the scope has no entry). As the scope's last :meth:`search` left the
+        entry: call it after one, in the same request (the pseudo-relevance feedback does)."""
+        with self._lock:
+            entry = self._cache.get(scope.key)
+        if entry is None:
+            return {}
+        with entry.lock:
+            return entry.rows.vectors(ids)
 
     def search_each(self, ns_ids: Sequence[int], query: Sequence[float], k: int) -> list[tuple[int, float]] | None:
         """The ``k`` nearest over a few sessions searched one by one (their session entries), merged.

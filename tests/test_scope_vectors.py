@@ -725,3 +725,18 @@ def test_an_erased_record_leaves_the_offer(tmp_path: Path) -> None:
         found = cache.search([memory._ns_id], _vectors(["a fact the user erases"])[0], 5)
         assert found is not None
         assert [r for r, _ in found] == [kept]
+
+
+@pytest.mark.parametrize("rows", [_ExactRows(), _HnswRows(32, 16, 64, 128)], ids=["exact", "hnsw"])
+def test_rows_hand_back_the_vectors_they_hold(rows: Any) -> None:
+    """``vectors``: the unit vectors of the ids held (the graph's int8 copies within rounding), by id;
+    ids not held are left out."""
+    matrix = np.random.default_rng(3).standard_normal((40, 32)).astype(np.float32)
+    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+    rows.add(np.arange(100, 140, dtype=np.int64), matrix)
+    got = rows.vectors([105, 139, 7])
+    assert sorted(got) == [105, 139]
+    for rid, vector in got.items():
+        assert float(np.linalg.norm(vector)) == pytest.approx(1.0, abs=1e-5)
+        assert float(np.dot(vector, matrix[rid - 100])) > 0.99
+    assert rows.vectors([]) == {}

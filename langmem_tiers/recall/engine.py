@@ -634,14 +634,13 @@ def diversified(fused: Sequence[tuple[str, ScoreParts]], vectors: Mapping[int, A
     for i, (cid, _) in enumerate(head):
         if (v := vectors.get(int(cid))) is not None:
             matrix[i] = v
-    placed = list(range(min(fixed, len(head))))
-    nearest = np.full(len(head), 0.0, dtype=np.float32)  # highest similarity to a placed candidate
+    placed = list(range(fixed))
+    nearest = np.zeros(len(head), dtype=np.float32)  # each one's highest similarity to a placed candidate
     for i in placed:
         nearest = np.maximum(nearest, matrix @ matrix[i])
-    left = [i for i in range(len(head)) if i not in set(placed)]
+    left = list(range(fixed, len(head)))
     while left:
-        scores = relevance[left] - diversity * nearest[left] if placed else relevance[left]
-        pick = left.pop(int(np.argmax(scores)))
+        pick = left.pop(int(np.argmax(relevance[left] - diversity * nearest[left])))
         placed.append(pick)
         nearest = np.maximum(nearest, matrix @ matrix[pick])
     return [head[i] for i in placed] + rest

@@ -26,10 +26,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from langmem_tiers.eval.datasets import load_locomo
 from langmem_tiers.eval.metrics import TextIndex, present_messages
 from langmem_tiers.eval.ours import OursRetriever, ours_config
 from langmem_tiers.eval.retrievers import make_embedder
-from langmem_tiers.eval.runner import _load, asked_at
+from langmem_tiers.eval.runner import asked_at
 
 RANK_BUCKETS = (25, 50, 100, 200)
 
@@ -44,7 +45,7 @@ def rank_bucket(rank: int | None) -> str:
 
 
 def diagnose(data: Path, haystacks: list[int], depth: int) -> dict[str, Any]:
-    hays = _load("locomo", data, None)
+    hays = load_locomo(data)
     embedder = make_embedder()
     missed: list[dict[str, Any]] = []
     evidence = 0

@@ -727,10 +727,11 @@ def test_an_erased_record_leaves_the_offer(tmp_path: Path) -> None:
         assert [r for r, _ in found] == [kept]
 
 
-@pytest.mark.parametrize("rows", [_ExactRows(), _HnswRows(32, 16, 64, 128)], ids=["exact", "hnsw"])
-def test_rows_hand_back_the_vectors_they_hold(rows: Any) -> None:
+@pytest.mark.parametrize("kind", ["exact", "hnsw"])
+def test_rows_hand_back_the_vectors_they_hold(kind: str) -> None:
     """``vectors``: the unit vectors of the ids held (the graph's int8 copies within rounding), by id;
     ids not held are left out."""
+    rows: Any = _ExactRows() if kind == "exact" else _HnswRows(32, 16, 64, 128)  # built in the test, not at collection
     matrix = np.random.default_rng(3).standard_normal((40, 32)).astype(np.float32)
     matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
     rows.add(np.arange(100, 140, dtype=np.int64), matrix)
@@ -740,3 +741,20 @@ def test_rows_hand_back_the_vectors_they_hold(rows: Any) -> None:
         assert float(np.linalg.norm(vector)) == pytest.approx(1.0, abs=1e-5)
         assert float(np.dot(vector, matrix[rid - 100])) > 0.99
     assert rows.vectors([]) == {}
+
+
+def test_a_graph_built_before_the_embedder_loads_does_not_crash_it() -> None:
+    """Importing onnxruntime after usearch crashes the process (segmentation fault); the graph's import
+    goes through ``_usearch_index``, which loads onnxruntime first. Run in a child: a crash would take the
+    test process with it."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("onnxruntime")
+    code = ("from langmem_tiers.recall.scope_vectors import _HnswRows\n"
+            "_HnswRows(8, 16, 64, 128)\n"
+            "import onnxruntime\n"
+            "print('loaded', onnxruntime.get_device())\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "loaded" in done.stdout

@@ -187,17 +187,29 @@ class _ExactRows:
         return [(int(self.ids[i]), float(scores[i])) for i in top]
 
 
+def _usearch_index() -> Any:
+    """usearch's ``Index`` class, imported after onnxruntime when that is installed: with the wheels of
+    this project's lock, importing onnxruntime after usearch crashes the process (a segmentation fault
+    in onnxruntime's module init; the other order is fine), and the local embedder imports onnxruntime
+    on first use, which may come after a graph was built."""
+    if importlib.util.find_spec("onnxruntime") is not None:
+        import onnxruntime  # noqa: F401  (imported for its load order only)
+    from usearch.index import Index
+
+    return Index
+
+
 class _HnswRows:
     """An int8 cosine HNSW graph (usearch) keyed by record id."""
 
     def __init__(self, dim: int, connectivity: int, expansion_add: int, expansion_search: int) -> None:
-        from usearch.index import Index
+        index_class = _usearch_index()
 
         self.dim = dim
         self.connectivity = connectivity
         self.expansion_search = expansion_search
         # Any: usearch's search-expansion setter is untyped (mypy sees the property read-only).
-        self.index: Any = Index(ndim=dim, metric="cos", dtype="i8", connectivity=connectivity,
+        self.index: Any = index_class(ndim=dim, metric="cos", dtype="i8", connectivity=connectivity,
                            expansion_add=expansion_add, expansion_search=expansion_search)
 
     def __len__(self) -> int:
@@ -218,8 +230,7 @@ class _HnswRows:
             # A re-fetched id replaces its vector only when it changed (an edit re-reads a whole
             # namespace: re-linking a million unchanged vectors would take minutes). The stored int8
             # vector is within ~0.003 of the original's direction; an edited text moves far more.
-            stored = np.asarray(self.index.get(keys[present], dtype=np.float32), dtype=np.float32)
-            stored /= np.maximum(np.linalg.norm(stored, axis=1, keepdims=True), 1e-12)
+            stored = self._stored(keys[present])
             changed = np.einsum("ij,ij->i", stored, matrix[present]) < SAME_VECTOR
             replace = keys[present][changed]
             if len(replace):
@@ -247,11 +258,15 @@ class _HnswRows:
             return {}
         keys = np.asarray(ids, dtype=np.uint64)
         keys = keys[np.asarray(self.index.contains(keys), dtype=bool).reshape(-1)]
-        if not len(keys):
-            return {}
-        got = np.asarray(self.index.get(keys, dtype=np.float32), dtype=np.float32).reshape(len(keys), -1)
-        got /= np.maximum(np.linalg.norm(got, axis=1, keepdims=True), 1e-12)
-        return {int(key): row for key, row in zip(keys, got)}
+        return {int(key): row for key, row in zip(keys, self._stored(keys))} if len(keys) else {}
+
+    def _stored(self, keys: Any) -> Any:
+        """The graph's int8 copies of these (present) keys' vectors, as unit float32 rows."""
+        import numpy as np
+
+        stored = np.asarray(self.index.get(keys, dtype=np.float32), dtype=np.float32).reshape(len(keys), -1)
+        stored /= np.maximum(np.linalg.norm(stored, axis=1, keepdims=True), 1e-12)
+        return stored
 
     def search(self, q: Any, k: int) -> list[tuple[int, float]]:
         if not len(self):
@@ -429,7 +444,7 @@ class ScopeVectors:
     def vectors_of(self, scope: ScopeListing, ids: Sequence[int]) -> dict[int, Any]:
         """The unit vectors this process holds for ``ids`` in the scope's entry, by id (those it lacks
         are left out; none when the scope has no entry). As the scope's last :meth:`search` left the
-        entry: call it after one, in the same request (the pseudo-relevance feedback does)."""
+        entry: call it after one, in the same request (the diversity switch does)."""
         with self._lock:
             entry = self._cache.get(scope.key)
         if entry is None:

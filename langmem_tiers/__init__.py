@@ -43,6 +43,7 @@ from langmem_tiers.integration import (
     is_expired,
     is_memory_message,
     is_memory_text,
+    recall_lines,
 )
 from langmem_tiers.journal.base import (
     Journal,
@@ -79,6 +80,6 @@ __all__ = [
     "Stats", "Summarizer", "SummarizerError", "SummaryRequest", "SummaryResult", "SummaryVersion", "TierFigures",
     "TierTokens", "TieredMemory", "TiktokenCounter", "TokenCounter", "TokenizerUnavailableError", "ToolCall",
     "Triple", "VectorStoreLockedError", "WordCounter", "WorkingItem", "WorkingMemory", "WriteTxn", "expires_at",
-    "is_expired", "is_memory_message", "is_memory_text", "make_message",
+    "is_expired", "is_memory_message", "is_memory_text", "make_message", "recall_lines",
 ]
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from itertools import pairwise
 from typing import Any, TypeVar
 
 from langmem_tiers.config import MemoryConfig
@@ -149,7 +150,6 @@ def assemble(
     older = turns[:-1]
     current, truncated = _fit_current(current, budget - REPLY_PRIMING, config, counter)
 
-    lines = {h.record_id: _hit_line(h, session) for h in hits}
     window_tokens = sum(w.tokens for t in older for w in t) + sum(w.tokens for w in current)
     state, dropped_state = _within_share(working, config.working_tokens, counter, "working")
     left_out += dropped_state
@@ -159,11 +159,11 @@ def assemble(
     share = recall_share(config, budget, window_tokens, counter.count_text(summary) if summary else 0,
                          counter.count_text("\n".join(pinned)) if pinned else 0, _lines_tokens(facts, counter),
                          _lines_tokens(state, counter))
-    hits, dropped = _hits_within_share(hits, lines, share, counter)
+    hits, dropped = _hits_within_share(hits, session, share, counter)
     left_out += dropped
     pinned_lines, summary_text = list(pinned), summary
     while True:
-        memory = _memory_message(pinned_lines, summary_text, [lines[h.record_id] for h in hits], config,
+        memory = _memory_message(pinned_lines, summary_text, recall_lines(hits, session), config,
                                  [p.text for p in facts], [w.text for w in state])
         messages = ([memory] if memory else []) + [w.message for t in older for w in t] + [w.message for w in current]
         # The window's messages come with their counts (counted once, when added): only the memory
@@ -198,7 +198,7 @@ def assemble(
     tokens = TierTokens(
         pinned=counter.count_text("\n".join(pinned_lines)) if pinned_lines else 0,
         summary=counter.count_text(summary_text) if summary_text else 0,
-        recall=sum(counter.count_text(lines[h.record_id]) for h in hits),
+        recall=counter.count_text("\n".join(recall_lines(hits, session))) if hits else 0,
         window=window_tokens,
         total=total,
         budget=budget,
@@ -285,17 +285,52 @@ def recall_share(config: MemoryConfig, budget: int, window_tokens: int, summary_
     return max(config.recall_tokens, spare)
 
 
-def _hits_within_share(hits: Sequence[RecallHit], lines: dict[int, str], share: int,
+def _hits_within_share(hits: Sequence[RecallHit], session: Namespace | None, share: int,
                        counter: TokenCounter) -> tuple[list[RecallHit], list[Omission]]:
+    """The hits that fit ``share`` in rank order. A turn whose conversation and day already have a
+    kept turn costs only its text: it is shown under that turn's label (:func:`recall_lines`)."""
     kept, dropped, used = [], [], 0
+    labelled: set[tuple[Namespace, str]] = set()
     for h in hits:
-        cost = counter.count_text(lines[h.record_id])
+        key = _group_key(h, session)
+        cost = counter.count_text(h.text) + 1 if key in labelled else counter.count_text(_hit_line(h, session))
         if used + cost <= share:
             kept.append(h)
             used += cost
+            if key is not None:
+                labelled.add(key)
         else:
             dropped.append(Omission("recall", f"over the recall share ({share} tokens)", cost, (h.record_id,)))
     return kept, dropped
+
+
+def _group_key(hit: RecallHit, session: Namespace | None) -> tuple[Namespace, str] | None:
+    """Turns of one conversation with one label (day, and "another conversation") share one; other
+    kinds (facts, memories, skills) keep a line each."""
+    return (hit.namespace, _hit_label(hit, session)) if hit.kind == "turn" else None
+
+
+def recall_lines(hits: Sequence[RecallHit], session: Namespace | None = None) -> list[str]:
+    """The recall section's lines for ``hits`` (best first), as ``context()`` writes them.
+
+    Each hit is dated (with the weekday); a turn from another conversation than ``session`` is marked so,
+    and a superseded memory says since when. Turns of one conversation and day share one line under one
+    label, in the order they were said ("..." where turns between them are not shown): the label costs its
+    tokens once, and the model reads the exchange in order. Groups, and the hits of other kinds (facts,
+    memories, skills: a line each), keep the order of their best hit.
+    """
+    groups: dict[object, list[RecallHit]] = {}
+    for h in hits:
+        groups.setdefault(_group_key(h, session) or h.record_id, []).append(h)
+    lines = []
+    for members in groups.values():
+        members = sorted(members, key=lambda h: (h.created_at, h.record_id))
+        parts = [_hit_line(members[0], session)]
+        for before, h in pairwise(members):
+            follows = before.message_ids and h.message_ids and min(h.message_ids) == max(before.message_ids) + 1
+            parts.append(h.text if follows else "...\n" + h.text)
+        lines.append("\n".join(parts))
+    return lines
 
 
 _Line = TypeVar("_Line", ProfileLine, WorkingLine)
@@ -326,6 +361,16 @@ def _hit_line(hit: RecallHit, session: Namespace | None = None) -> str:
     """One recalled memory, dated (with the weekday) and, when it comes from another of the
     user's conversations, labelled so: the model can tell "last Tuesday, in another
     conversation" from "earlier today"."""
+    label = _hit_label(hit, session)
+    label = f"[{label}] " if label else ""
+    if hit.kind != "turn":
+        label += f"({hit.kind}) "
+    record = track_record(hit.metadata) if hit.kind == "skill" and hit.metadata else ""
+    return f"- {label}{hit.text}" + (f" [{record}]" if record else "")
+
+
+def _hit_label(hit: RecallHit, session: Namespace | None) -> str:
+    """What goes between the brackets of a hit's line: its day, another conversation, superseded since."""
     when = dt.datetime.fromtimestamp(hit.created_at, dt.timezone.utc).strftime("%a %Y-%m-%d") \
         if hit.created_at else ""
     if session is not None and hit.namespace != session and hit.kind == "turn":
@@ -335,11 +380,7 @@ def _hit_line(hit: RecallHit, session: Namespace | None = None) -> str:
         # A superseded memory: the model must not take it for the current value.
         until = dt.datetime.fromtimestamp(valid_to, dt.timezone.utc).strftime("%Y-%m-%d")
         when = f"{when}, no longer true since {until}" if when else f"no longer true since {until}"
-    label = f"[{when}] " if when else ""
-    if hit.kind != "turn":
-        label += f"({hit.kind}) "
-    record = track_record(hit.metadata) if hit.kind == "skill" and hit.metadata else ""
-    return f"- {label}{hit.text}" + (f" [{record}]" if record else "")
+    return when
 
 
 def _memory_message(pinned: Sequence[str], summary: str, hit_lines: Sequence[str],

@@ -1,12 +1,16 @@
 """What the core promises framework integrations beyond :class:`~langmem_tiers.TieredMemory`'s methods.
 
-Two small contracts, kept here so an integration never reaches into a core module:
+Three small contracts, kept here so an integration never reaches into a core module:
 
 * **The memory message.** ``context()`` puts pinned facts, the profile, the summary and recall into one
   synthetic message (marked in its metadata, its text opening with :data:`MEMORY_HEADER`). An adapter that
   hands it to a framework, or folds its text into a framework message (LlamaIndex puts it in the first
   user or system message), recognizes it with :func:`is_memory_message` / :func:`is_memory_text`, so it
   never journals the memory back as conversation.
+* **Recalled hits as text.** An adapter that renders :attr:`Context.recalled <langmem_tiers.Context>` in a
+  framework's own block writes them with :func:`recall_lines`, as the memory message does (dated, another
+  conversation marked, turns of one conversation and day under one label), so no adapter shows the model
+  recall in another form or spends more tokens on it.
 * **LangGraph store items.** ``langchain_langmem_tiers.TieredStore`` keeps each item as a
   :class:`~langmem_tiers.Record` of kind :data:`STORE_ITEM_KIND`; an item put with a TTL carries its expiry
   in ``metadata[EXPIRES_AT]`` (unix seconds, by the memory's ``clock``). The core's expiry sweep and
@@ -25,12 +29,13 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from langmem_tiers import context as _context
+from langmem_tiers.context import recall_lines
 from langmem_tiers.memory_types import fields as _fields
 from langmem_tiers.memory_types.expiry import STORE_ITEM_KIND, expires_at, is_expired
 from langmem_tiers.messages import Message
 
 __all__ = ["EXPIRES_AT", "MEMORY_HEADER", "STORE_ITEM_KIND", "expires_at", "is_expired", "is_memory_message",
-           "is_memory_text"]
+           "is_memory_text", "recall_lines"]
 
 MEMORY_HEADER: Final[str] = _context.MEMORY_HEADER
 """The first line of the memory message's text (``"Memory of this conversation (from langmem-tiers):"``)."""

@@ -241,3 +241,56 @@ def test_recall_gets_what_a_short_profile_leaves_of_its_share() -> None:
     # Of 400 tokens, the profile takes 5: all eight hits fit (a reserved 200 left room for three).
     assert len(ctx.recalled) == 8
     assert ctx.tokens.total <= 400
+
+
+MONDAY = 1683554160.0  # Mon 2023-05-08
+
+
+def turn(i: int, text: str, ns: str, messages: tuple[int, ...], at: float = MONDAY, kind: str = "turn") -> RecallHit:
+    return RecallHit(record_id=i, kind=kind, text=text, score=1.0 / i, parts={}, namespace=Namespace(ns),
+                     message_ids=messages, created_at=at)
+
+
+def test_turns_of_one_conversation_and_day_share_one_label_in_the_order_said() -> None:
+    """Hits come best first; the memory message shows a conversation's turns of one day under one label,
+    in the order they were said, "..." where turns between them are not shown; other kinds keep a line."""
+    hits = [
+        turn(1, "user: Miso likes the blue kitchen.", "trip", (5, 6), MONDAY + 60),
+        turn(2, "user: I sold the car.", "cars", (20, 21), MONDAY + 86_400),
+        turn(3, "user: I adopted a cat named Miso.", "trip", (1, 2)),
+        turn(4, "user: The vet is Dr. Okafor.", "trip", (9, 10), MONDAY + 120, kind="memory"),
+        turn(5, "user: We painted the kitchen blue.", "trip", (3, 4), MONDAY + 30),
+        turn(6, "user: Miso hid under the bed.", "trip", (11, 12), MONDAY + 200),
+    ]
+    ctx = assemble(window=[], summary="", pinned=[], hits=hits, config=CONFIG, counter=WORDS,
+                   session=Namespace("today"))
+    assert [h.record_id for h in ctx.recalled] == [1, 2, 3, 4, 5, 6]  # every hit, still best first
+    section = ctx.messages[0].text.split("Recalled from earlier conversations:\n", 1)[1]
+    assert section == (
+        "- [Mon 2023-05-08, another conversation] user: I adopted a cat named Miso.\n"
+        "user: We painted the kitchen blue.\n"
+        "user: Miso likes the blue kitchen.\n"
+        "...\n"
+        "user: Miso hid under the bed.\n"
+        "- [Tue 2023-05-09, another conversation] user: I sold the car.\n"
+        "- [Mon 2023-05-08] (memory) user: The vet is Dr. Okafor."
+    )
+    assert ctx.tokens.recall == WORDS.count_text(section)
+
+
+def test_one_label_per_conversation_and_day_lets_more_turns_fit() -> None:
+    """A turn under a label already written costs its text alone: within one share more turns of one
+    conversation fit than when each carried its own label, and the share still holds."""
+    texts = [" ".join(f"w{i}" for _ in range(10)) for i in range(1, 13)]
+    same_day = [turn(i, t, "trip", (2 * i, 2 * i + 1), MONDAY + i) for i, t in enumerate(texts, 1)]
+    other_days = [turn(i, t, f"trip{i}", (2 * i, 2 * i + 1), MONDAY + i * 86_400) for i, t in enumerate(texts, 1)]
+    fixed = CONFIG.with_changes(recall_uses_spare=False)  # a share of recall_tokens (100)
+    grouped = assemble(window=[], summary="", pinned=[], hits=same_day, config=fixed, counter=WORDS,
+                       session=Namespace("today"))
+    apart = assemble(window=[], summary="", pinned=[], hits=other_days, config=fixed, counter=WORDS,
+                     session=Namespace("today"))
+    # A labelled line is 15 words ("- [Mon 2023-05-08, another conversation]" and 10), a turn under it 10.
+    assert len(apart.recalled) == 6
+    assert len(grouped.recalled) == 8
+    assert grouped.tokens.recall <= 100
+    assert all(t in grouped.messages[0].text for t in texts[:8])

@@ -143,6 +143,30 @@ def test_fill_budget_takes_units_in_rank_order_until_the_next_does_not_fit() -> 
     assert trimmed.tokens <= everything.tokens - 1
 
 
+def test_fill_budget_writes_one_label_per_session_and_day_as_our_context_does() -> None:
+    """Units of one session and day share a label, in the order said ("..." over a gap); groups keep rank order."""
+    counter = TiktokenCounter.for_model(None)
+    a0 = msg("a0", "I adopted a cat named Miso.", session="A")
+    a1 = msg("a1", "Lovely name.", role="assistant", session="A", index=1)
+    a2 = msg("a2", "We painted the kitchen blue.", session="A", index=2)
+    a5 = msg("a5", "Miso hid under the bed.", session="A", index=5)
+    b0 = msg("b0", "I sold the car.", session="B")
+    messages = index_of(a0, a1, a2, a5, b0)
+    ranked = [("a2",), ("b0",), ("a0", "a1"), ("a5",)]
+    delivered, full = fill_budget(ranked, messages, 10_000, counter)
+    assert not full
+    assert delivered.units == 4
+    assert delivered.text.endswith(
+        "- [2023-05-08] user: I adopted a cat named Miso.\nassistant: Lovely name.\nuser: We painted the kitchen blue."
+        "\n...\nuser: Miso hid under the bed.\n- [2023-05-08] user: I sold the car.")
+    assert delivered.tokens == exact_total(delivered, counter)
+    # The budget stays exact with grouped lines: one token less than all four need leaves the last out.
+    trimmed, full = fill_budget(ranked, messages, delivered.tokens - 1, counter)
+    assert full
+    assert trimmed.keys == {"a0", "a1", "a2", "b0"}
+    assert trimmed.tokens <= delivered.tokens - 1
+
+
 def test_deliver_ranked_asks_deep_enough_to_fill_the_budget() -> None:
     counter = TiktokenCounter.for_model(None)
     messages = index_of(*(msg(f"m{i}", f"fact number {i} about item {i}", index=i) for i in range(100)))

@@ -3,16 +3,17 @@
 A baseline has no window or summary: all it can give the model is its retrieved units.
 It gets the same *total* budget as our whole ``context()`` (``MemoryConfig.context_tokens``),
 counted with the same tokenizer and in the same framing: one memory message (our memory
-message's headers, one ``"- [date] speaker: text"`` line per unit, as our recall lines read)
-plus the reply priming. Units go in rank order until the next one does not fit; that one and
-everything after it stay out (no skipping ahead to smaller units: a retriever's ranking is
-what is measured).
+message's headers, a ``"- [date] speaker: text"`` line per unit, units of one session and day
+under one label in the order they were said, as our recall lines read) plus the reply priming.
+Units go in rank order until the next one does not fit; that one and everything after it stay
+out (no skipping ahead to smaller units: a retriever's ranking is what is measured).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Mapping, Sequence
+from itertools import pairwise
 
 from langmem_tiers.context import MEMORY_HEADER, RECALL_HEADER
 from langmem_tiers.eval.datasets import DatasetMessage
@@ -26,12 +27,40 @@ FILL_DEPTH = 64
 
 def unit_line(unit: Unit, messages: Mapping[str, DatasetMessage]) -> str | None:
     """One unit as a recall line: ``"- [YYYY-MM-DD] speaker: text"`` (one line per message after the first)."""
-    found = [messages[key] for key in unit if key in messages]
+    found = _found(unit, messages)
     if not found:
         return None
+    label = _label(found)
+    return "- " + (f"[{label}] " if label else "") + "\n".join(m.line for m in found)
+
+
+def _found(unit: Unit, messages: Mapping[str, DatasetMessage]) -> list[DatasetMessage]:
+    return [messages[key] for key in unit if key in messages]
+
+
+def _label(found: Sequence[DatasetMessage]) -> str:
     created = min(m.created_at for m in found)
-    label = f"[{dt.datetime.fromtimestamp(created, dt.timezone.utc).strftime('%Y-%m-%d')}] " if created else ""
-    return "- " + label + "\n".join(m.line for m in found)
+    return dt.datetime.fromtimestamp(created, dt.timezone.utc).strftime("%Y-%m-%d") if created else ""
+
+
+def recall_lines(units: Sequence[Unit], messages: Mapping[str, DatasetMessage]) -> list[str]:
+    """The units' recall lines: a unit's line also holds the later-delivered units of its session and
+    day, in the order they were said ("..." where messages between them are not shown), as our recall
+    section groups turns (``langmem_tiers.context``); groups stay in rank order."""
+    groups: dict[tuple[str, str], list[list[DatasetMessage]]] = {}
+    for unit in units:
+        found = _found(unit, messages)
+        if found:
+            groups.setdefault((found[0].session_id, _label(found)), []).append(found)
+    lines = []
+    for (_, label), members in groups.items():
+        members.sort(key=lambda found: (found[0].created_at, found[0].index))
+        parts = ["- " + (f"[{label}] " if label else "") + "\n".join(m.line for m in members[0])]
+        for before, found in pairwise(members):
+            text = "\n".join(m.line for m in found)
+            parts.append(text if found[0].index == before[-1].index + 1 else "...\n" + text)
+        lines.append("\n".join(parts))
+    return lines
 
 
 def _memory_message(lines: Sequence[str], role: str) -> Message:
@@ -39,10 +68,10 @@ def _memory_message(lines: Sequence[str], role: str) -> Message:
                    metadata={"langmem_tiers": "memory"})
 
 
-def _total(lines: Sequence[str], role: str, counter: TokenCounter) -> int:
-    if not lines:
+def _total(units: Sequence[Unit], messages: Mapping[str, DatasetMessage], role: str, counter: TokenCounter) -> int:
+    if not units:
         return REPLY_PRIMING
-    return counter.count_message(_memory_message(lines, role)) + REPLY_PRIMING
+    return counter.count_message(_memory_message(recall_lines(units, messages), role)) + REPLY_PRIMING
 
 
 def fill_budget(ranked: Sequence[Unit], messages: Mapping[str, DatasetMessage], budget: int,
@@ -54,31 +83,35 @@ def fill_budget(ranked: Sequence[Unit], messages: Mapping[str, DatasetMessage], 
     says does not fit is checked against an exact count, and the result is recounted whole
     at the end, dropping the last units if the joined text counts more.
     """
-    lines: list[str] = []
     units: list[Unit] = []
-    used = _total(["x"], role, counter) - counter.count_text("x")  # framing + headers, no line
+    labelled: set[tuple[str, str]] = set()  # the sessions and days whose label is written already
+    used = counter.count_message(_memory_message(["x"], role)) + REPLY_PRIMING - counter.count_text("x")
     full = False
     for unit in ranked:
-        line = unit_line(unit, messages)
-        if line is None:
+        found = _found(unit, messages)
+        if not found:
             continue
-        cost = counter.count_text(line) + 1
+        group = (found[0].session_id, _label(found))
+        text = "\n".join(m.line for m in found)
+        # A unit under a written label costs its text (and at most a "..." line): an estimate.
+        cost = (counter.count_text(text) + 3 if group in labelled
+                else counter.count_text(unit_line(unit, messages) or "") + 1)
         if used + cost > budget:
             # The running sum is an estimate (tokens may merge across the joins): decide exactly.
-            exact = _total([*lines, line], role, counter)
+            exact = _total([*units, unit], messages, role, counter)
             if exact > budget:
                 full = True
                 break
             cost = exact - used
-        lines.append(line)
         units.append(unit)
+        labelled.add(group)
         used += cost
-    total = _total(lines, role, counter)
-    while lines and total > budget:
-        lines.pop()
+    total = _total(units, messages, role, counter)
+    while units and total > budget:
         units.pop()
         full = True
-        total = _total(lines, role, counter)
+        total = _total(units, messages, role, counter)
+    lines = recall_lines(units, messages)
     text = _memory_message(lines, role).text if lines else ""
     keys = frozenset(key for unit in units for key in unit if key in messages)
     return Delivered(text=text, keys=keys, tokens=total, units=len(units)), full

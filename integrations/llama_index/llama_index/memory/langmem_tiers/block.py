@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import datetime as dt
 import threading
 from typing import Any, Dict, List, Optional
 
@@ -22,7 +21,7 @@ from llama_index.core.bridge.pydantic import Field, PrivateAttr, field_validator
 from llama_index.core.llms.llm import LLM
 from llama_index.core.memory.memory import BaseMemoryBlock
 
-from langmem_tiers import Context, MemoryConfig, Message, Namespace, RecallHit, TieredMemory, is_memory_message
+from langmem_tiers import Context, MemoryConfig, Message, Namespace, TieredMemory, is_memory_message, recall_lines
 from langmem_tiers.errors import ConfigError, JournalError
 from llama_index.memory.langmem_tiers.adapters import embedder_from_model, summarizer_from_llm
 from llama_index.memory.langmem_tiers.memory import aadd_chat_messages, no_password_hint, split_password
@@ -174,7 +173,7 @@ class TieredMemoryBlock(BaseMemoryBlock[str]):
         if self.include_summary and context.summary:
             sections.append(SUMMARY_HEADER + "\n" + context.summary)
         if self.include_recall and context.recalled:
-            sections.append(RECALL_HEADER + "\n" + "\n".join(_hit_line(h, session) for h in context.recalled))
+            sections.append(RECALL_HEADER + "\n" + "\n".join(recall_lines(context.recalled, session)))
         if self.include_window:
             lines = [_message_line(m) for m in context.messages
                      if not is_memory_message(m) and m.text.strip()]
@@ -188,19 +187,6 @@ class TieredMemoryBlock(BaseMemoryBlock[str]):
             memories, self._memories = list(self._memories.values()), {}
         for m in memories:
             m.close()
-
-
-def _hit_line(hit: RecallHit, session: Namespace) -> str:
-    """A recalled memory, dated, and labelled when it comes from another of the user's conversations,
-    so the model can tell "last Tuesday, elsewhere" from "earlier today" (as the core's memory message)."""
-    when = dt.datetime.fromtimestamp(hit.created_at, dt.timezone.utc).strftime("%a %Y-%m-%d") \
-        if hit.created_at else ""
-    if hit.kind == "turn" and hit.namespace != session:
-        when = f"{when}, another conversation" if when else "another conversation"
-    label = f"[{when}] " if when else ""
-    if hit.kind != "turn":
-        label += f"({hit.kind}) "
-    return f"- {label}{hit.text}"
 
 
 def _message_line(m: Message) -> str:

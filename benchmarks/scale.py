@@ -198,9 +198,13 @@ def measure(size: int, vectors: bool, samples: int, layout: str, per_session: in
         build_s = time.perf_counter() - t_build
         mark("graph built")
         context_ms, search_ms, user_ms, embed_ms = [], [], [], []
+        delivered: list[tuple[int, int]] = []  # recalled hits and their tokens per context(): its cost follows them
         for _ in range(samples):
             question = f"What did we say about {rng.choice(VOCAB)} and {rng.choice(VOCAB)}?"
-            context_ms.append(_timed(lambda: memory.context(question)))
+            t = time.perf_counter()
+            ctx = memory.context(question)
+            context_ms.append((time.perf_counter() - t) * 1000)
+            delivered.append((len(ctx.recalled), ctx.tokens.recall))
             search_ms.append(_timed(lambda: memory.search(question, k=10)))
             user_ms.append(_timed(lambda: memory.search(question, k=10, scope="user")))
             if embedder is not None:
@@ -233,6 +237,9 @@ def measure(size: int, vectors: bool, samples: int, layout: str, per_session: in
                          ("user_search", user_ms), ("embed", embed_ms)):
         if values:
             row[f"{name}_ms_p50"], row[f"{name}_ms_p95"] = _p(values)
+    if delivered:
+        row["recalled_hits_p50"] = statistics.median(h for h, _ in delivered)
+        row["recall_tokens_p50"] = statistics.median(t for _, t in delivered)
     if embed_ms:
         row["user_search_over_embed"] = round(row["user_search_ms_p50"] / row["embed_ms_p50"], 2)
     row.update({

@@ -163,7 +163,8 @@ def assemble(
     left_out += dropped
     pinned_lines, summary_text = list(pinned), summary
     while True:
-        memory = _memory_message(pinned_lines, summary_text, recall_lines(hits, session), config,
+        recalled = recall_lines(hits, session)
+        memory = _memory_message(pinned_lines, summary_text, recalled, config,
                                  [p.text for p in facts], [w.text for w in state])
         messages = ([memory] if memory else []) + [w.message for t in older for w in t] + [w.message for w in current]
         # The window's messages come with their counts (counted once, when added): only the memory
@@ -198,7 +199,7 @@ def assemble(
     tokens = TierTokens(
         pinned=counter.count_text("\n".join(pinned_lines)) if pinned_lines else 0,
         summary=counter.count_text(summary_text) if summary_text else 0,
-        recall=counter.count_text("\n".join(recall_lines(hits, session))) if hits else 0,
+        recall=counter.count_text("\n".join(recalled)) if recalled else 0,
         window=window_tokens,
         total=total,
         budget=budget,

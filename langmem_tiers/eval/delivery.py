@@ -28,9 +28,10 @@ FILL_DEPTH = 64
 def unit_line(unit: Unit, messages: Mapping[str, DatasetMessage]) -> str | None:
     """One unit as a recall line: ``"- [YYYY-MM-DD] speaker: text"`` (one line per message after the first)."""
     found = _found(unit, messages)
-    if not found:
-        return None
-    label = _label(found)
+    return _line(_label(found), found) if found else None
+
+
+def _line(label: str, found: Sequence[DatasetMessage]) -> str:
     return "- " + (f"[{label}] " if label else "") + "\n".join(m.line for m in found)
 
 
@@ -55,7 +56,7 @@ def recall_lines(units: Sequence[Unit], messages: Mapping[str, DatasetMessage]) 
     lines = []
     for (_, label), members in groups.items():
         members.sort(key=lambda found: (found[0].created_at, found[0].index))
-        parts = ["- " + (f"[{label}] " if label else "") + "\n".join(m.line for m in members[0])]
+        parts = [_line(label, members[0])]
         for before, found in pairwise(members):
             text = "\n".join(m.line for m in found)
             parts.append(text if found[0].index == before[-1].index + 1 else "...\n" + text)
@@ -79,9 +80,9 @@ def fill_budget(ranked: Sequence[Unit], messages: Mapping[str, DatasetMessage], 
     """Deliver ``ranked`` units within ``budget`` total tokens.
 
     Returns the delivery and whether the budget stopped it (``False``: the ranking ran out
-    first). Lines are counted one by one (plus the joining newline); a line the running sum
-    says does not fit is checked against an exact count, and the result is recounted whole
-    at the end, dropping the last units if the joined text counts more.
+    first). Units are counted one by one (a unit under a label already written: its text
+    alone); a unit the running sum says does not fit is checked against an exact count, and
+    the result is recounted whole at the end, dropping the last units if it counts more.
     """
     units: list[Unit] = []
     labelled: set[tuple[str, str]] = set()  # the sessions and days whose label is written already
@@ -91,11 +92,11 @@ def fill_budget(ranked: Sequence[Unit], messages: Mapping[str, DatasetMessage], 
         found = _found(unit, messages)
         if not found:
             continue
-        group = (found[0].session_id, _label(found))
-        text = "\n".join(m.line for m in found)
+        label = _label(found)
+        group = (found[0].session_id, label)
         # A unit under a written label costs its text (and at most a "..." line): an estimate.
-        cost = (counter.count_text(text) + 3 if group in labelled
-                else counter.count_text(unit_line(unit, messages) or "") + 1)
+        cost = (counter.count_text("\n".join(m.line for m in found)) + 3 if group in labelled
+                else counter.count_text(_line(label, found)) + 1)
         if used + cost > budget:
             # The running sum is an estimate (tokens may merge across the joins): decide exactly.
             exact = _total([*units, unit], messages, role, counter)

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from langmem_tiers.errors import ConfigError
-from langmem_tiers.eval.ablate import BASE, markdown, parse_variant, run_ablation, select
+from langmem_tiers.eval.ablate import BASE, markdown, parse_variant, run_ablation
 from langmem_tiers.eval.datasets import load_locomo, load_longmemeval
-from langmem_tiers.eval.runner import asked_at
+from langmem_tiers.eval.runner import asked_at, select
 
 from .test_eval import LME_SAMPLE, LOCOMO_SAMPLE
 

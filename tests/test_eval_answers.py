@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from langmem_tiers.errors import ConfigError
 from langmem_tiers.eval.__main__ import build_parser, main
 from langmem_tiers.eval.datasets import Question, load_locomo, load_longmemeval
 from langmem_tiers.eval.metrics import Delivered
@@ -340,3 +341,22 @@ def test_offset_runs_a_benchmark_in_shards(lme_file: Path) -> None:
     assert build_parser().parse_args(["longmemeval", "--data", "x", "--offset", "3"]).offset == 3
     with pytest.raises(SystemExit):
         build_parser().parse_args(["longmemeval", "--data", "x", "--offset", "-1"])
+
+
+def test_haystacks_by_index_run_as_one(lme_file: Path) -> None:
+    """``--haystacks 2,0``: those questions of the file, scored as one run (a held-apart half's mean in one
+    command, not a hand-weighted mean of shards); with --offset / --limit it is refused."""
+    whole = main_eval("longmemeval", lme_file, [5], "bm25", None, None, None)
+    half = main_eval("longmemeval", lme_file, [5], "bm25", None, None, None, indices=[2, 0])
+    expected = [whole["questions"][2]["qid"], whole["questions"][0]["qid"]]
+    assert [q["qid"] for q in half["questions"]] == expected
+    assert half["config"]["haystacks"] == [2, 0]
+    assert half["counts"]["questions_scored"] == 2
+    assert build_parser().parse_args(["longmemeval", "--data", "x", "--haystacks", "1,3"]).haystacks == [1, 3]
+    for bad in ("1,x", ","):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args(["longmemeval", "--data", "x", "--haystacks", bad])
+    with pytest.raises(ConfigError, match="leave out limit and offset"):
+        main_eval("longmemeval", lme_file, [5], "bm25", None, None, None, indices=[0], offset=1)
+    with pytest.raises(ConfigError, match=r"outside 0\.\.2"):
+        main_eval("longmemeval", lme_file, [5], "bm25", None, None, None, indices=[3])

@@ -33,7 +33,7 @@ from langmem_tiers.eval.qa import (
 )
 from langmem_tiers.eval.ranking import RRF_K
 from langmem_tiers.eval.retrievers import RETRIEVERS
-from langmem_tiers.eval.runner import BENCHMARKS, main_eval
+from langmem_tiers.eval.runner import BENCHMARKS, main_eval, parse_indices
 
 
 def parse_k(text: str) -> list[int]:
@@ -54,6 +54,13 @@ def _parse_int(text: str, minimum: int) -> int:
     if n < minimum:
         raise argparse.ArgumentTypeError(f"{text!r} must be an integer >= {minimum}")
     return n
+
+
+def _parse_indices(text: str) -> list[int]:
+    try:
+        return parse_indices(text)
+    except ConfigError as e:
+        raise argparse.ArgumentTypeError(str(e)) from e
 
 
 def parse_positive(text: str) -> int:
@@ -98,6 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--offset", type=parse_count, default=0,
                    help="skip the first N conversations / questions (run a long benchmark in shards: "
                         "--offset 10 --limit 10)")
+    p.add_argument("--haystacks", type=_parse_indices, default=None, metavar="I,J,...",
+                   help="only the conversations / questions at these indices in the file, scored as one run "
+                        "(a held-apart half: --haystacks 1,3,4); not with --offset or --limit")
     p.add_argument("--limit-questions", type=parse_positive, default=None,
                    help="at most N scored questions per conversation / haystack")
     p.add_argument("--config", type=parse_setting, action="append", default=[], metavar="FIELD=VALUE",
@@ -142,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         qa = build_qa(args)  # before any ingestion: a missing key fails in a second, not after an hour
         main_eval(args.benchmark, args.data, args.k, args.retriever, args.limit, args.json_out, console,
                   layout=args.layout, limit_questions=args.limit_questions, config_overrides=dict(args.config),
-                  qa=qa, offset=args.offset, baseline_rrf_k=args.baseline_rrf_k)
+                  qa=qa, offset=args.offset, baseline_rrf_k=args.baseline_rrf_k, indices=args.haystacks)
     except LangmemTiersError as e:
         console.print(f"[red]error:[/red] {e}", soft_wrap=True, highlight=False)  # one line, never wrapped
         return 2

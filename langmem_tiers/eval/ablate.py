@@ -40,9 +40,11 @@ from langmem_tiers.eval.runner import (
     _load,
     asked_at,
     metric_names,
+    parse_indices,
     score_answer,
     score_context,
     score_question,
+    select,
 )
 
 # MemoryConfig fields that act only when a query runs: a variant may change these and nothing else
@@ -78,16 +80,6 @@ def parse_variant(text: str) -> tuple[str, dict[str, Any]]:
                               "ingest (python -m langmem_tiers.eval ... --config FIELD=VALUE)")
         changes[field] = value
     return name, changes
-
-
-def select(haystacks: Sequence[Any], indices: Sequence[int] | None) -> list[Any]:
-    """The haystacks at these indices (in the order given); all of them for ``None``."""
-    if indices is None:
-        return list(haystacks)
-    bad = [i for i in indices if not 0 <= i < len(haystacks)]
-    if bad:
-        raise ConfigError(f"haystack indices {bad} are outside 0..{len(haystacks) - 1} of this file")
-    return [haystacks[i] for i in indices]
 
 
 def run_ablation(benchmark: str, haystacks: Sequence[Any], variants: Mapping[str, Mapping[str, Any]],
@@ -207,12 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        indices = None
-        if args.haystacks:
-            try:
-                indices = [int(x) for x in args.haystacks.split(",") if x.strip()]
-            except ValueError as e:
-                raise ConfigError(f"--haystacks {args.haystacks!r} must be integers separated by commas") from e
+        indices = parse_indices(args.haystacks) if args.haystacks else None
         variants = dict(parse_variant(v) for v in args.variant)
         base = ours_config(**dict(parse_setting(c) for c in args.config))
         haystacks = select(_load(args.benchmark, args.data, None), indices)

@@ -204,6 +204,27 @@ def _load(benchmark: str, data: Path, limit: int | None, offset: int = 0) -> lis
     raise ConfigError(f"benchmark {benchmark!r} is unknown: choose one of {', '.join(BENCHMARKS)}")
 
 
+def parse_indices(text: str) -> list[int]:
+    """``"0,2"`` -> ``[0, 2]``: haystack indices as ``--haystacks`` takes them."""
+    try:
+        indices = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError as e:
+        raise ConfigError(f"--haystacks {text!r} must be integers separated by commas") from e
+    if not indices:
+        raise ConfigError(f"--haystacks {text!r} names no haystack")
+    return indices
+
+
+def select(haystacks: Sequence[Any], indices: Sequence[int] | None) -> list[Any]:
+    """The haystacks at these indices (in the order given); all of them for ``None``."""
+    if indices is None:
+        return list(haystacks)
+    bad = [i for i in indices if not 0 <= i < len(haystacks)]
+    if bad:
+        raise ConfigError(f"haystack indices {bad} are outside 0..{len(haystacks) - 1} of this file")
+    return [haystacks[i] for i in indices]
+
+
 def _check_ks(k: Sequence[int]) -> list[int]:
     ks = sorted(set(k))
     if not ks or any(not isinstance(x, int) or x < 1 for x in ks):
@@ -509,12 +530,14 @@ def main_eval(
     qa: QuestionAnswerer | None = None,
     offset: int = 0,
     baseline_rrf_k: int = RRF_K,
+    indices: Sequence[int] | None = None,
 ) -> dict[str, Any]:
     """Entry point of ``langmem-tiers eval``: load, run, print a table, write ``json_out``.
 
     ``limit`` caps conversations (LoCoMo) or questions (LongMemEval: one haystack each);
     ``offset`` skips the first conversations / questions (a long run split into shards:
-    ``--offset 10 --limit 10``). ``limit_questions`` caps scored questions per haystack. ``layout`` and
+    ``--offset 10 --limit 10``); ``indices`` instead picks haystacks by their index in the file (a
+    held-apart half), scored as one run. ``limit_questions`` caps scored questions per haystack. ``layout`` and
     ``config_overrides`` (MemoryConfig fields) shape ours; the baselines' token budget
     follows the resulting ``context_tokens``. ``embedder`` overrides the default local
     MiniLM factory (tests). ``qa`` answers and grades every question from its delivered
@@ -524,13 +547,17 @@ def main_eval(
         raise ConfigError(f"limit ({limit!r}) must be an integer >= 1 or omitted")
     if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
         raise ConfigError(f"offset ({offset!r}) must be an integer >= 0")
+    if indices is not None and (limit is not None or offset):
+        raise ConfigError("haystack indices pick the haystacks themselves: leave out limit and offset")
     ks = _check_ks(k)
     config = ours_config(**dict(config_overrides or {}))
     if embedder is None:
         spec = get_retriever(retriever, layout=layout, config=config, baseline_rrf_k=baseline_rrf_k)
     else:
         spec = get_retriever(retriever, embedder, layout=layout, config=config, baseline_rrf_k=baseline_rrf_k)
-    haystacks = cap_questions(_load(benchmark, Path(data), limit, offset), limit_questions)
+    loaded = _load(benchmark, Path(data), limit, offset) if indices is None else select(
+        _load(benchmark, Path(data), None), indices)
+    haystacks = cap_questions(loaded, limit_questions)
     try:
         result = run_benchmark(benchmark, haystacks, spec, ks, console=console, progress=console is not None,
                                config=config, qa=qa)
@@ -540,6 +567,7 @@ def main_eval(
     result["config"]["data"] = Path(data).name
     result["config"]["limit"] = limit
     result["config"]["offset"] = offset
+    result["config"]["haystacks"] = None if indices is None else list(indices)
     result["config"]["limit_questions"] = limit_questions
     if config_overrides:
         result["config"]["overrides"] = dict(config_overrides)

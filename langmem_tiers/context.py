@@ -159,11 +159,10 @@ def assemble(
     share = recall_share(config, budget, window_tokens, counter.count_text(summary) if summary else 0,
                          counter.count_text("\n".join(pinned)) if pinned else 0, _lines_tokens(facts, counter),
                          _lines_tokens(state, counter))
-    hits, dropped = _hits_within_share(hits, session, share, counter)
+    hits, dropped, recalled = _hits_within_share(hits, session, share, counter)
     left_out += dropped
     pinned_lines, summary_text = list(pinned), summary
     while True:
-        recalled = recall_lines(hits, session)
         memory = _memory_message(pinned_lines, summary_text, recalled, config,
                                  [p.text for p in facts], [w.text for w in state])
         messages = ([memory] if memory else []) + [w.message for t in older for w in t] + [w.message for w in current]
@@ -177,6 +176,7 @@ def assemble(
         if hits:
             worst = hits[-1]
             hits = hits[:-1]
+            recalled = recall_lines(hits, session)
             left_out.append(Omission("recall", "over budget", counter.count_text(worst.text), (worst.record_id,)))
         elif facts:
             fact = facts.pop()
@@ -287,9 +287,13 @@ def recall_share(config: MemoryConfig, budget: int, window_tokens: int, summary_
 
 
 def _hits_within_share(hits: Sequence[RecallHit], session: Namespace | None, share: int,
-                       counter: TokenCounter) -> tuple[list[RecallHit], list[Omission]]:
-    """The hits that fit ``share`` in rank order. A turn whose conversation and day already have a
-    kept turn costs only its text: it is shown under that turn's label (:func:`recall_lines`)."""
+                       counter: TokenCounter) -> tuple[list[RecallHit], list[Omission], list[str]]:
+    """The hits that fit ``share`` in rank order, and their lines (:func:`recall_lines`).
+
+    The fill estimates each hit's cost (a turn whose conversation and day already have a kept turn costs
+    only its text: it is shown under that turn's label); the lines it picked are then counted exactly, and
+    the worst kept hits leave while they pass the share (the joins and "..." lines the estimate leaves out).
+    """
     kept, dropped, used = [], [], 0
     labelled: set[tuple[Namespace, str]] = set()
     for h in hits:
@@ -302,7 +306,13 @@ def _hits_within_share(hits: Sequence[RecallHit], session: Namespace | None, sha
                 labelled.add(key)
         else:
             dropped.append(Omission("recall", f"over the recall share ({share} tokens)", cost, (h.record_id,)))
-    return kept, dropped
+    lines = recall_lines(kept, session)
+    while kept and counter.count_text("\n".join(lines)) > share:
+        worst = kept.pop()
+        dropped.append(Omission("recall", f"over the recall share ({share} tokens)", counter.count_text(worst.text),
+                                (worst.record_id,)))
+        lines = recall_lines(kept, session)
+    return kept, dropped, lines
 
 
 def _group_key(hit: RecallHit, session: Namespace | None) -> tuple[Namespace, str] | None:

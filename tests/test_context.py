@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from langmem_tiers import ConfigError, MemoryConfig, Message, RecallHit, ToolCall, WordCounter
-from langmem_tiers.context import MEMORY_HEADER, SUMMARY_HEADER, WindowMessage, assemble
+from langmem_tiers.context import MEMORY_HEADER, SUMMARY_HEADER, WindowMessage, assemble, recall_lines
 from langmem_tiers.journal.base import Namespace
-from langmem_tiers.tokens import count_messages
+from langmem_tiers.tokens import TiktokenCounter, count_messages, load_encoding
 
 WORDS = WordCounter()
 CONFIG = MemoryConfig(
@@ -294,3 +294,22 @@ def test_one_label_per_conversation_and_day_lets_more_turns_fit() -> None:
     assert len(grouped.recalled) == 8
     assert grouped.tokens.recall <= 100
     assert all(t in grouped.messages[0].text for t in texts[:8])
+
+
+def test_recall_section_holds_its_share_exactly_with_gaps_between_turns() -> None:
+    """With the share held to ``recall_tokens``, turns of one conversation with turns between them (each
+    shown after a "..." line) still fit the share by the real tokenizer's count: the fill's estimate is
+    checked against the lines it picked, and the worst hits leave while the section passes the share."""
+    counter = TiktokenCounter(load_encoding("o200k_base"))
+    # Every other turn of one conversation and day: each after the first is shown after "...".
+    hits = [turn(i, f"user: item {i} is in box {i}", "trip", (4 * i, 4 * i + 1), MONDAY + i) for i in range(1, 41)]
+    for share in (60, 100, 150):
+        fixed = CONFIG.with_changes(recall_uses_spare=False, recall_tokens=share, context_tokens=1000)
+        ctx = assemble(window=[], summary="", pinned=[], hits=hits, config=fixed, counter=counter,
+                       session=Namespace("today"))
+        section = ctx.messages[0].text.split("Recalled from earlier conversations:\n", 1)[1]
+        assert "...\n" in section
+        assert ctx.tokens.recall == counter.count_text(section) <= share
+        # Filled, not starved: one more hit would not have fitted.
+        more = recall_lines(hits[: len(ctx.recalled) + 1], Namespace("today"))
+        assert counter.count_text("\n".join(more)) > share

@@ -360,3 +360,13 @@ def test_haystacks_by_index_run_as_one(lme_file: Path) -> None:
         main_eval("longmemeval", lme_file, [5], "bm25", None, None, None, indices=[0], offset=1)
     with pytest.raises(ConfigError, match=r"outside 0\.\.2"):
         main_eval("longmemeval", lme_file, [5], "bm25", None, None, None, indices=[3])
+
+
+def test_each_question_carries_its_figures(lme_file: Path) -> None:
+    """Per-question rows hold every figure the means are made of, so two runs compare question by question."""
+    result = main_eval("longmemeval", lme_file, [5], "bm25", None, None, None)
+    rows = result["questions"]
+    assert all({"session_recall_all@5", "context_tokens"} <= set(q["scores"]) for q in rows)
+    for name in ("session_recall_all@5", "context_tokens"):
+        mean = sum(q["scores"][name] for q in rows) / len(rows)
+        assert mean == pytest.approx(result["overall"][name], abs=0.05)  # the means are rounded (tokens: 0.1)

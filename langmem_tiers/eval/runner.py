@@ -356,6 +356,8 @@ def run_benchmark(
                             qa_failed[q.category][outcome.error] += 1
                     scores.update(score_question(benchmark, hay, q, units, ks))
                     rows.append((q.category, scores))
+                    # Every figure of the question, so two runs can be compared question by question.
+                    record["scores"] = {name: round(v, 4) for name, v in sorted(scores.items())}
                     per_question.append(record)
                     bar.advance(t_q)
             finally:

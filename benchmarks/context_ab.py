@@ -30,16 +30,22 @@ from pathlib import Path
 from typing import Any
 
 WARMUP = 10  # questions each tree answers first, untimed (model, caches, the vector index's build)
+ADDS_SEED = 60  # the filler lines --adds puts into the live session
 
 
-def worker(fill: str) -> None:
+def worker(fill: str, adds: int) -> None:
     """Serve context() on ``fill`` for the questions read from stdin, one JSON answer a line (run in the
-    tree's own folder: its benchmarks/scale.py opens the fill, its package serves)."""
+    tree's own folder: its benchmarks/scale.py opens the fill, its package serves). ``adds`` filler lines
+    go into the live session first, alternating user and assistant (the same lines in both trees)."""
     sys.path.insert(0, str(Path.cwd() / "benchmarks"))
-    from scale import LIVE_SESSION, LIVE_USER, _open_setup
+    from scale import LIVE_SESSION, LIVE_USER, _open_setup, line
 
     with _open_setup(fill, None, True) as setup:
         memory = setup.for_session(LIVE_SESSION, user_id=LIVE_USER)
+        rng = random.Random(ADDS_SEED)
+        for i in range(adds):
+            memory.add("user" if i % 2 == 0 else "assistant", line(rng))
+        memory.flush()
         memory.context("What did we say about the plan?")
         scope_vectors = getattr(memory.recall, "_scope_vectors", None)
         if scope_vectors is not None:
@@ -73,18 +79,21 @@ def main() -> None:
     parser.add_argument("--trees", nargs=2, type=Path, required=True, help="two checkouts (worktrees) to compare")
     parser.add_argument("--fills", nargs=2, required=True, help="a copy of one filled folder for each tree")
     parser.add_argument("--questions", type=int, default=300)
+    parser.add_argument("--adds", type=int, default=0,
+                        help="filler messages added to the live session before the questions (scale.py's "
+                             "sampling state: --adds 60): the window then holds turns, as in a conversation")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        worker(args.worker)
+        worker(args.worker, args.adds)
         return
     workers = []
     for tree, fill in zip(args.trees, args.fills):
         tree = tree.resolve()
         env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{tree / 'benchmarks'}"}
         workers.append(subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--trees", ".", ".",
-                                         "--fills", fill, fill, "--worker", fill],
+                                         "--fills", fill, fill, "--worker", fill, "--adds", str(args.adds)],
                                         cwd=tree, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True))
     try:
         for w in workers:
@@ -114,7 +123,7 @@ def main() -> None:
             if w.stdin is not None:
                 w.stdin.close()
             w.wait()
-    result: dict[str, Any] = {"questions": args.questions, "differing_contexts": differing,
+    result: dict[str, Any] = {"questions": args.questions, "adds": args.adds, "differing_contexts": differing,
                               "questions_compared": len(questions), "trees": {}}
     labels = [tree_label(tree) for tree in args.trees]
     if labels[0] == labels[1]:  # one tree against itself: keep both rows

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from langmem_tiers.context import Context, Omission, WindowMessage, assemble, recall_share
 from langmem_tiers.errors import ConfigError
 from langmem_tiers.flow import Blocking, Flow
-from langmem_tiers.journal.base import Record, Scope, SessionState
+from langmem_tiers.journal.base import Record, Scope, SessionState, WindowEntry
 from langmem_tiers.memory import reads
 from langmem_tiers.memory_types import expiry, fields, skills
 from langmem_tiers.memory_types.working import current_items, working_lines
@@ -19,12 +19,15 @@ from langmem_tiers.recall.engine import Ranked, SearchFilters
 from langmem_tiers.recall.hits import RecallHit
 from langmem_tiers.recall.request import RequestMemo
 from langmem_tiers.semantic.profile import PROFILE_KINDS, ProfileLine, profile_lines, wants_history
+from langmem_tiers.tokens import TokenCounter
+from langmem_tiers.window import split_turns
 
 if TYPE_CHECKING:
     from langmem_tiers.memory.tiered import TieredMemory
 
 MAX_RECALL_K = 64  # hits asked for at most, however much spare budget recall may fill
 MIN_HIT_TOKENS = 32  # a short turn (a question and a short reply): sizes the hits asked for a larger share
+HIT_SIZE_TURNS = 4  # complete turns the window must hold to size a recalled turn by them
 
 
 def context_flow(m: TieredMemory, query: str | None, budget: int | None) -> Flow[Context]:
@@ -96,13 +99,34 @@ def recall_k(m: TieredMemory, budget: int | None, state: SessionState, window: S
     cfg = m.config
     share = recall_share(cfg, cfg.context_tokens if budget is None else budget, sum(w.tokens for w in window),
                          state.summary_tokens, m.counter.count_text("\n".join(pinned)) if pinned else 0,
-                         cfg.profile_tokens,  # at most: the profile's lines are sized when assembled
+                         # The profile's lines are sized when assembled and may take none of its share:
+                         # enough hits are asked for the largest share recall may get.
+                         0,
                          min(m.counter.count_text("\n".join(w.text for w in working)), cfg.working_tokens)
                          if working else 0)
     if share <= cfg.recall_tokens:
         return cfg.recall_k
-    # Enough hits that even short turns fill the larger share; the assembly cuts by tokens.
-    return min(max(cfg.recall_k, math.ceil(share / MIN_HIT_TOKENS)), MAX_RECALL_K)
+    # Enough hits to fill the larger share; the assembly cuts by tokens.
+    return min(max(cfg.recall_k, math.ceil(share / hit_tokens(window, m.counter))), MAX_RECALL_K)
+
+
+def hit_tokens(window: Sequence[WindowMessage], counter: TokenCounter) -> int:
+    """The tokens a recalled turn is expected to take, which sizes the hits recall is asked for.
+
+    One conversation's turns are alike in size, so the window's complete turns (all but the current)
+    size the turns recall finds: the shorter quartile of their texts' tokens (a recalled turn is its
+    messages' texts, without the per-message framing the window's counts include), so that recall rather
+    gets a few hits too many than leaves the share unfilled. Never below ``MIN_HIT_TOKENS``; that while
+    the window holds fewer than ``HIT_SIZE_TURNS`` turns to judge by (a fresh session: recall is asked
+    the most). Each hit asked makes every rank list read ``recall_depth`` candidates more, so asking for
+    62 hits where 27 fit read, fused and selected twice the candidates it needed (BENCHMARKS.md, issue 15).
+    """
+    texts = [counter.count_text(w.message.text) for w in window]
+    turns = split_turns([WindowEntry(i, w.message.role, texts[i]) for i, w in enumerate(window)])
+    sizes = sorted(sum(e.tokens for e in turn) for turn in turns[:-1])
+    if len(sizes) < HIT_SIZE_TURNS:
+        return MIN_HIT_TOKENS
+    return max(MIN_HIT_TOKENS, sizes[len(sizes) // 4])
 
 
 def recall_beside_profile(m: TieredMemory, hits: list[RecallHit], profile: Sequence[ProfileLine],

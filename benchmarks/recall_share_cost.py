@@ -4,12 +4,12 @@
     .venv/bin/python benchmarks/recall_share_cost.py --reuse COPY         # a copy of a scale.py fill
 
 ``MemoryConfig.recall_uses_spare`` (default on) lets recall fill what the window, summary and profile
-leave of the whole budget, not just ``recall_tokens``: ``context()`` then asks for up to 64 hits where
-``recall_k`` (6) would do, and every rank list reads ``recall_depth`` candidates per hit asked. This
-measures the price of that choice on one history: benchmarks/scale.py's configuration and live session
-(one session, ``--layout one-session``), the same 60 adds it makes before sampling, then ``--questions``
-questions, each asked under both settings in alternating order (one process, one index), with the hits
-and recall tokens each delivered. A fresh fill is made as scale.py makes it (random filler vectors);
+leave of the whole budget, not just ``recall_tokens``: ``context()`` then asks for enough hits to fill
+it (up to 64) where ``recall_k`` (6) would do, and every rank list reads ``recall_depth`` candidates per
+hit asked. This measures the price of that choice on one history: benchmarks/scale.py's configuration and
+live session (one session, ``--layout one-session``), the same 60 adds it makes before sampling, then
+``--questions`` questions, each asked under both settings in alternating order (one process, one index),
+with the hits and recall tokens each delivered. A fresh fill is made as scale.py makes it (random filler vectors);
 ``--reuse`` measures a folder as it is, and a folder that an earlier run added a conversation to has a
 fuller window, so recall is asked for fewer hits there.
 """

@@ -25,8 +25,9 @@ from langchain_langmem_tiers import TieredChatMessageHistory, TieredRunnableWith
 
 CAT = "My cat is called Miso."
 BIKE = "My bike lock code is 7391."
-# One recall hit per question: each request's recall must be the one for its own question.
-TOP1 = dataclasses.replace(SMALL, recall_k=1)
+# One recall hit per question: each request's recall must be the one for its own question. Recall held to
+# its own share: filling the spare budget would recall both facts for either question in a history this small.
+TOP1 = dataclasses.replace(SMALL, recall_k=1, recall_uses_spare=False)
 
 
 def _wrap(cls: type[RunnableWithMessageHistory], model: Any, factory: Any, **kwargs: Any) -> Any:

@@ -296,7 +296,7 @@ def _hits_within_share(hits: Sequence[RecallHit], session: Namespace | None, sha
     ``recall_tokens``) the lines it picked are then counted, and the worst kept hits leave while they pass
     the share (the joins and "..." lines the estimate leaves out). A larger share is the budget's spare,
     which :func:`assemble`'s fit of the whole budget already holds exactly: counting the section there too
-    would tokenize the largest part of the context a third time (~1.5 ms at 4,000 recalled tokens).
+    would tokenize the largest part of the context a third time.
     """
     kept, dropped, used = [], [], 0
     labelled: set[tuple[Namespace, str]] = set()

@@ -22,9 +22,11 @@ def turns(*sizes: int, current: bool = True) -> list[WindowMessage]:
     out: list[WindowMessage] = []
     for size in sizes:
         for role, half in (("user", size // 2), ("assistant", size - size // 2)):
-            out.append(WindowMessage(Message(role, "w " * half, id=len(out) + 1), half + 3))  # + framing
+            message = Message(role, "w " * half, id=len(out) + 1)
+            out.append(WindowMessage(message, WORDS.count_message(message)))  # framing included, as the window keeps it
     if current:
-        out.append(WindowMessage(Message("user", "and now?", id=len(out) + 1), 3))
+        question = Message("user", "and now?", id=len(out) + 1)
+        out.append(WindowMessage(question, WORDS.count_message(question)))
     return out
 
 
@@ -32,8 +34,9 @@ def test_a_fresh_window_asks_for_short_hits() -> None:
     """Too few turns to judge by: the smallest size, so recall is asked for the most hits."""
     assert hit_tokens([], WORDS) == MIN_HIT_TOKENS
     assert hit_tokens(turns(*[200] * (HIT_SIZE_TURNS - 1)), WORDS) == MIN_HIT_TOKENS
-    # The current turn is not judged by: it may be only the question so far.
-    assert hit_tokens(turns(*[200] * (HIT_SIZE_TURNS - 1), current=True), WORDS) == MIN_HIT_TOKENS
+    # The last turn is the current one and is not judged by: it may be only the question so far.
+    assert hit_tokens(turns(*[200] * HIT_SIZE_TURNS, current=False), WORDS) == MIN_HIT_TOKENS
+    assert hit_tokens(turns(*[200] * HIT_SIZE_TURNS), WORDS) == 200
 
 
 def test_the_shorter_quartile_of_the_windows_complete_turns() -> None:

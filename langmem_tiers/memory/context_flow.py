@@ -19,7 +19,7 @@ from langmem_tiers.recall.engine import Ranked, SearchFilters
 from langmem_tiers.recall.hits import RecallHit
 from langmem_tiers.recall.request import RequestMemo
 from langmem_tiers.semantic.profile import PROFILE_KINDS, ProfileLine, profile_lines, wants_history
-from langmem_tiers.tokens import TokenCounter
+from langmem_tiers.tokens import MESSAGE_OVERHEAD, TokenCounter
 from langmem_tiers.window import split_turns
 
 if TYPE_CHECKING:
@@ -115,14 +115,15 @@ def hit_tokens(window: Sequence[WindowMessage], counter: TokenCounter) -> int:
 
     One conversation's turns are alike in size, so the window's complete turns (all but the current)
     size the turns recall finds: the shorter quartile of their texts' tokens (a recalled turn is its
-    messages' texts, without the per-message framing the window's counts include), so that recall rather
+    messages' texts: the window's counts, kept since each add, less each message's framing), so that recall rather
     gets a few hits too many than leaves the share unfilled. Never below ``MIN_HIT_TOKENS``; that while
     the window holds fewer than ``HIT_SIZE_TURNS`` turns to judge by (a fresh session: recall is asked
     the most). Each hit asked makes every rank list read ``recall_depth`` candidates more, so asking for
     62 hits where 27 fit read, fused and selected twice the candidates it needed (BENCHMARKS.md, issue 15).
     """
-    texts = [counter.count_text(w.message.text) for w in window]
-    turns = split_turns([WindowEntry(i, w.message.role, texts[i]) for i, w in enumerate(window)])
+    framing = {role: MESSAGE_OVERHEAD + counter.count_text(role) for role in {w.message.role for w in window}}
+    turns = split_turns([WindowEntry(i, w.message.role, w.tokens - framing[w.message.role])
+                         for i, w in enumerate(window)])
     sizes = sorted(sum(e.tokens for e in turn) for turn in turns[:-1])
     if len(sizes) < HIT_SIZE_TURNS:
         return MIN_HIT_TOKENS

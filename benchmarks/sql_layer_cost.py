@@ -483,7 +483,7 @@ def json_row_record(row: Any, codec: Any) -> Any:
 
 def decode_rows(count: int, n: int) -> list[tuple[str, float, float]]:
     from langmem_tiers.journal.base import NewRecord
-    from langmem_tiers.journal.rows import RECORD_SELECT, row_record
+    from langmem_tiers.journal.rows import RECORD_SELECT, row_records
     from langmem_tiers.journal.sqlite import SqliteJournal
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -495,10 +495,10 @@ def decode_rows(count: int, n: int) -> list[tuple[str, float, float]]:
         codec = journal._row_codec
         members = ",".join("?" * len(ids))
         rows = journal._db.execute(f"{RECORD_SELECT} WHERE r.id IN ({members}) ORDER BY r.id", ids).fetchall()
-        assert [json_row_record(r, codec) for r in rows] == [row_record(r, codec) for r in rows]
+        assert [json_row_record(r, codec) for r in rows] == row_records(rows, codec)
         ops: dict[str, Callable[[], object]] = {
             f"decode {count} rows, json.loads (before)": lambda: [json_row_record(r, codec) for r in rows],
-            f"decode {count} rows (now)": lambda: [row_record(r, codec) for r in rows],
+            f"decode {count} rows (now)": lambda: row_records(rows, codec),
             f"journal.records({count} ids)": lambda: journal.records(ids),
         }
         samples: dict[str, list[float]] = {name: [] for name in ops}

@@ -340,12 +340,17 @@ def recall_lines(hits: Sequence[RecallHit], session: Namespace | None = None) ->
     lines = []
     for members in groups.values():
         members = sorted(members, key=lambda h: (h.created_at, h.record_id))
-        parts = [_hit_line(members[0], session)]
-        for before, h in pairwise(members):
-            follows = before.message_ids and h.message_ids and min(h.message_ids) == max(before.message_ids) + 1
-            parts.append(h.text if follows else "...\n" + h.text)
-        lines.append("\n".join(parts))
+        lines.append(group_line(_hit_line(members[0], session), [
+            (h.text, bool(before.message_ids and h.message_ids and min(h.message_ids) == max(before.message_ids) + 1))
+            for before, h in pairwise(members)]))
     return lines
+
+
+def group_line(first: str, rest: Sequence[tuple[str, bool]]) -> str:
+    """One group's line: its first member's labelled line, then each later member's text, in the order
+    they were said, after a ``...`` line where it does not follow the one before (what lies between is
+    not shown). The evaluation's baselines write their groups with it too (``eval.delivery``)."""
+    return "\n".join([first, *(text if follows else "...\n" + text for text, follows in rest)])
 
 
 _Line = TypeVar("_Line", ProfileLine, WorkingLine)

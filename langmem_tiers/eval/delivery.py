@@ -15,7 +15,7 @@ import datetime as dt
 from collections.abc import Callable, Mapping, Sequence
 from itertools import pairwise
 
-from langmem_tiers.context import MEMORY_HEADER, RECALL_HEADER
+from langmem_tiers.context import MEMORY_HEADER, RECALL_HEADER, group_line
 from langmem_tiers.eval.datasets import DatasetMessage
 from langmem_tiers.eval.metrics import Delivered, Unit
 from langmem_tiers.messages import Message
@@ -56,11 +56,9 @@ def recall_lines(units: Sequence[Unit], messages: Mapping[str, DatasetMessage]) 
     lines = []
     for (_, label), members in groups.items():
         members.sort(key=lambda found: (found[0].created_at, found[0].index))
-        parts = [_line(label, members[0])]
-        for before, found in pairwise(members):
-            text = "\n".join(m.line for m in found)
-            parts.append(text if found[0].index == before[-1].index + 1 else "...\n" + text)
-        lines.append("\n".join(parts))
+        lines.append(group_line(_line(label, members[0]), [
+            ("\n".join(m.line for m in found), found[0].index == before[-1].index + 1)
+            for before, found in pairwise(members)]))
     return lines
 
 

@@ -1,18 +1,26 @@
-"""The background indexer thread: wake-ups, coalescing bursts, stop and the flush handshake.
+"""The background indexer thread: wake-ups, coalescing bursts, stop and the flush handshake; and which
+writes of a TieredMemory wake it.
 
-The drain is a counter here (the real index flow is covered through TieredMemory in the recall
-tests); what is tested is when the thread calls it.
+The drain is a counter in the thread's tests (the real index flow is covered through TieredMemory in
+the recall tests); what is tested is when the thread calls it.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
+from langmem_tiers import TieredMemory
+from langmem_tiers.embedders.callable import CallableEmbedder
 from langmem_tiers.errors import ConfigError
+from langmem_tiers.memory import summary_schedule
 from langmem_tiers.recall.indexer import BackgroundIndexer
+from langmem_tiers.tokens import WordCounter
+
+from .conftest import SMALL_CONFIG
 
 
 class Drains:
@@ -89,3 +97,61 @@ def test_stop_while_coalescing_leaves_the_rows_pending() -> None:
 def test_bad_timings_are_refused(kwargs: dict[str, object], needle: str) -> None:
     with pytest.raises(ConfigError, match=needle.replace("(", r"\(").replace(")", r"\)")):
         BackgroundIndexer(lambda: 0, **kwargs)  # type: ignore[arg-type]
+
+
+# --- when add() wakes it ---------------------------------------------------------------------------
+
+def _memory(path: Path) -> TieredMemory:
+    def vectors(texts: list[str]) -> list[list[float]]:
+        return [[float((hash(t) >> s) & 1) + 0.5 for s in range(16)] for t in texts]
+
+    return TieredMemory.open(path, session_id="s1", user_id="ada", config=SMALL_CONFIG, counter=WordCounter(),
+                             embedder=CallableEmbedder(vectors, dimension=16, key="test:bits16"))
+
+
+def _count_wakes(memory: TieredMemory) -> list[int]:
+    """One entry per wake-up of the memory's background indexer from now on (it still wakes)."""
+    recall = memory.recall
+    assert recall is not None
+    wakes: list[int] = []
+    real = recall.wake_indexer
+
+    def counted() -> None:
+        wakes.append(1)
+        real()
+
+    recall.wake_indexer = counted  # type: ignore[method-assign]
+    return wakes
+
+
+def test_only_an_add_that_writes_a_turn_record_wakes_the_indexer(tmp_path: Path) -> None:
+    with _memory(tmp_path) as memory:
+        wakes = _count_wakes(memory)
+        memory.add("user", "I planted tomatoes on the balcony.")
+        assert wakes == []  # a turn opened: nothing to embed yet
+        memory.add("assistant", "Lovely: water them in the morning.")
+        assert len(wakes) == 1  # the answered turn is a record now
+        memory.add("user", "And basil beside them.")
+        assert len(wakes) == 1  # it closes the answered turn, which is not indexed again
+        memory.add_messages([{"role": "assistant", "content": "Basil likes the sun."},
+                             {"role": "user", "content": "Thanks!"}])
+        assert len(wakes) == 2
+        memory.flush()
+        assert memory.stats().index_pending == 0
+        assert "tomatoes" in memory.search("what did I plant on the balcony?", k=3)[0].text
+
+
+def test_memories_a_summary_extracts_wake_the_indexer(tmp_path: Path) -> None:
+    """Their records come from the summary, not from an add: the summary wakes the indexer for them."""
+    with _memory(tmp_path) as memory:
+        wakes = _count_wakes(memory)
+        memory.add("user", "I live in Porto near the river.")
+        memory.add("assistant", "Porto is lovely.")
+        replies = 1
+        while not memory.facts():  # small talk until the fact's turn leaves the window and is summarized
+            assert replies < 20, "the fact's turn was never summarized"
+            memory.add("user", f"small talk {replies} " + " ".join(f"filler{replies}x{j}" for j in range(12)))
+            memory.add("assistant", "Noted.")
+            replies += 1
+        assert [f.key for f in memory.facts()] == ["location"]
+        assert len(wakes) == replies + 1  # each answered turn's record, and the summary's memory

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from langmem_tiers.errors import SessionErasedError, SummarizerError
 from langmem_tiers.flow import Blocking, Flow, Summarize, wait_free
 from langmem_tiers.journal.base import NewRecord, SessionState
-from langmem_tiers.memory.writes import apply_plan
+from langmem_tiers.memory.writes import apply_plan, indexed_flow
 from langmem_tiers.messages import Message
 from langmem_tiers.semantic.extract import extract_memories
 from langmem_tiers.semantic.supersede import plan_memories
@@ -118,6 +118,9 @@ def summary_flow(m: TieredMemory, force: bool) -> Flow[None]:
                 return
             m.metrics.observe_summary(ok=True)
             previous, cursor, version = text, end, saved
+            if memories:
+                # The memories saved with it are embedded now, not at the next add that writes a turn.
+                yield from indexed_flow(m)
     finally:
         m._summary_lock.release()
 

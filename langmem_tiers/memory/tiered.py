@@ -203,15 +203,18 @@ class TieredMemory:
     def _add_flow(self, messages: list[Message]) -> Flow[list[Message]]:
         """Append, then index, sweep and summarize what the append evicted. The messages are committed
         once the append returns: nothing after it may report them as failed (those steps log instead)."""
-        stored, evicted = yield from writes.append_flow(self, messages)
-        yield from writes.indexed_flow(self)
+        appended = yield from writes.append_flow(self, messages)
+        if appended.recallable:
+            # Only then: a user's message that opens a turn writes nothing to embed, and an indexer woken
+            # for nothing would claim the outbox beside the context() that usually follows it.
+            yield from writes.indexed_flow(self)
         yield from writes.sweep_flow(self)
-        if evicted:
+        if appended.evicted:
             try:
                 yield from summary_schedule.after_eviction_flow(self)
             except Exception:
                 log.exception("summary after eviction failed; the evicted turns stay pending")
-        return stored
+        return appended.stored
 
     def flush(self) -> None:
         """Wait for background summaries, then summarize and index everything pending now.

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from langmem_tiers.errors import InvalidMessageError, SessionErasedError
@@ -66,11 +66,21 @@ def validate(m: TieredMemory, messages: Iterable[Message | Mapping[str, Any]]) -
     return out
 
 
-def append_flow(m: TieredMemory, messages: list[Message]) -> Flow[tuple[list[Message], bool]]:
-    """Append in one transaction; returns the stored messages and whether turns left the window."""
+@dataclass(frozen=True)
+class Appended:
+    """What one append did: the stored messages (in the order given), whether turns left the window, and
+    whether it wrote recall records (a turn answered or closed), which the index then has to embed."""
+
+    stored: list[Message]
+    evicted: bool = False
+    recallable: bool = False
+
+
+def append_flow(m: TieredMemory, messages: list[Message]) -> Flow[Appended]:
+    """Append in one transaction."""
     tokens = [m.counter.count_message(msg) for msg in messages]
     try:
-        result: tuple[list[Message], bool] = yield Blocking(lambda: _append(m, messages, tokens))
+        result: Appended = yield Blocking(lambda: _append(m, messages, tokens))
     except SessionErasedError:
         # This session was erased through another handle: start it afresh under a new id
         # (ids are never reused, so this handle can never write into another tenant's session).
@@ -80,7 +90,7 @@ def append_flow(m: TieredMemory, messages: list[Message]) -> Flow[tuple[list[Mes
     return result
 
 
-def _append(m: TieredMemory, messages: list[Message], tokens: list[int]) -> tuple[list[Message], bool]:
+def _append(m: TieredMemory, messages: list[Message], tokens: list[int]) -> Appended:
     with m.journal.write(m._ns_id) as tx:
         keys = [msg.key for msg in messages if msg.key]
         if not keys:
@@ -91,15 +101,13 @@ def _append(m: TieredMemory, messages: list[Message], tokens: list[int]) -> tupl
         for msg, t in zip(messages, tokens):
             if not msg.key or (msg.key not in known and all(f.key != msg.key for f, _ in fresh)):
                 fresh.append((msg, t))
-        stored, evicted = _append_rows(m, tx, [f for f, _ in fresh], [t for _, t in fresh]) \
-            if fresh else ([], False)
-        by_key = {**known, **{s.key: s for s in stored if s.key}}
-        unkeyed = iter([s for s in stored if not s.key])
-        return [by_key[msg.key] if msg.key else next(unkeyed) for msg in messages], evicted
+        done = _append_rows(m, tx, [f for f, _ in fresh], [t for _, t in fresh]) if fresh else Appended([])
+        by_key = {**known, **{s.key: s for s in done.stored if s.key}}
+        unkeyed = iter([s for s in done.stored if not s.key])
+        return replace(done, stored=[by_key[msg.key] if msg.key else next(unkeyed) for msg in messages])
 
 
-def _append_rows(m: TieredMemory, tx: WriteTxn, messages: list[Message],
-                 tokens: list[int]) -> tuple[list[Message], bool]:
+def _append_rows(m: TieredMemory, tx: WriteTxn, messages: list[Message], tokens: list[int]) -> Appended:
     cfg = m.config
     state = tx.state()
     entries = tx.window_entries(state.window_start)
@@ -117,15 +125,15 @@ def _append_rows(m: TieredMemory, tx: WriteTxn, messages: list[Message],
             )
     open_turn = tx.messages_between(turn_start - 1, _NO_END) if m.recall is not None else []
     stored = tx.insert_messages(messages, tokens, m.counter.key)
-    if m.recall is not None:
-        # Every answered or closed turn becomes recallable now, not when it is evicted.
-        tx.insert_records(completed_turn_records(open_turn, stored, unit=cfg.recall_unit))
+    # Every answered or closed turn becomes recallable now, not when it is evicted.
+    records = completed_turn_records(open_turn, stored, unit=cfg.recall_unit) if m.recall is not None else []
+    if records:
+        tx.insert_records(records)
     entries += [WindowEntry(s.id or 0, s.role, t) for s, t in zip(stored, tokens)]
     plan = plan_window(entries, cfg.window_tokens, cfg.window_low_tokens)
-    if not plan.evicts:
-        return stored, False
-    tx.set_window_start(plan.window_start)
-    return stored, True
+    if plan.evicts:
+        tx.set_window_start(plan.window_start)
+    return Appended(stored, bool(plan.evicts), bool(records))
 
 
 # --- explicit memories ----------------------------------------------------------

@@ -16,7 +16,6 @@ import pytest
 from langmem_tiers import TieredMemory
 from langmem_tiers.embedders.callable import CallableEmbedder
 from langmem_tiers.errors import ConfigError
-from langmem_tiers.memory import summary_schedule
 from langmem_tiers.recall.indexer import BackgroundIndexer
 from langmem_tiers.tokens import WordCounter
 

@@ -33,10 +33,12 @@ WARMUP = 10  # questions each tree answers first, untimed (model, caches, the ve
 ADDS_SEED = 60  # the filler lines --adds puts into the live session
 
 
-def worker(fill: str, adds: int) -> None:
+def worker(fill: str, adds: int, conversation: bool = False) -> None:
     """Serve context() on ``fill`` for the questions read from stdin, one JSON answer a line (run in the
     tree's own folder: its benchmarks/scale.py opens the fill, its package serves). ``adds`` filler lines
-    go into the live session first, alternating user and assistant (the same lines in both trees)."""
+    go into the live session first, alternating user and assistant (the same lines in both trees). With
+    ``conversation``, each question is added as the user's message before its context() and a filler
+    reply after it, then ``flush()`` (scale.py's "in a conversation" figures)."""
     sys.path.insert(0, str(Path.cwd() / "benchmarks"))
     from scale import LIVE_SESSION, LIVE_USER, _open_setup, line
 
@@ -52,9 +54,15 @@ def worker(fill: str, adds: int) -> None:
             scope_vectors.wait_builds()
         print("AB ready", flush=True)
         for question in sys.stdin:
+            question = question.rstrip("\n")
+            if conversation:
+                memory.add("user", question)
             t = time.perf_counter()
-            context = memory.context(question.rstrip("\n"))
+            context = memory.context(question)
             ms = (time.perf_counter() - t) * 1000
+            if conversation:
+                memory.add("assistant", line(rng))
+                memory.flush()
             digest = hashlib.sha256(json.dumps(context.to_openai(), sort_keys=True, default=str).encode()).hexdigest()
             print("AB " + json.dumps({"ms": ms, "digest": digest}), flush=True)
 
@@ -82,18 +90,24 @@ def main() -> None:
     parser.add_argument("--adds", type=int, default=0,
                         help="filler messages added to the live session before the questions (scale.py's "
                              "sampling state: --adds 60): the window then holds turns, as in a conversation")
+    parser.add_argument("--conversation", action="store_true",
+                        help="add each question as the user's message before its context(), and a reply after")
+    parser.add_argument("--pause", type=float, default=0.0, metavar="MS",
+                        help="wait this long before each call: the other process's onnxruntime threads, which "
+                             "spin after each run, are then asleep, as between the turns of a conversation")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        worker(args.worker, args.adds)
+        worker(args.worker, args.adds, args.conversation)
         return
     workers = []
     for tree, fill in zip(args.trees, args.fills):
         tree = tree.resolve()
         env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{tree / 'benchmarks'}"}
         workers.append(subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--trees", ".", ".",
-                                         "--fills", fill, fill, "--worker", fill, "--adds", str(args.adds)],
+                                         "--fills", fill, fill, "--worker", fill, "--adds", str(args.adds),
+                                         *(["--conversation"] if args.conversation else [])],
                                         cwd=tree, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True))
     try:
         for w in workers:
@@ -111,6 +125,7 @@ def main() -> None:
             for i in order:
                 w = workers[i]
                 assert w.stdin is not None
+                time.sleep(args.pause / 1000)
                 w.stdin.write(question + "\n")
                 w.stdin.flush()
                 reply = json.loads(answer(w))
@@ -123,7 +138,9 @@ def main() -> None:
             if w.stdin is not None:
                 w.stdin.close()
             w.wait()
-    result: dict[str, Any] = {"questions": args.questions, "adds": args.adds, "differing_contexts": differing,
+    result: dict[str, Any] = {"questions": args.questions, "adds": args.adds, "pause_ms": args.pause,
+                              "conversation": args.conversation,
+                              "differing_contexts": differing,
                               "questions_compared": len(questions), "trees": {}}
     labels = [tree_label(tree) for tree in args.trees]
     if labels[0] == labels[1]:  # one tree against itself: keep both rows

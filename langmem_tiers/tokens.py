@@ -125,12 +125,16 @@ class WordCounter:
 
 def count_message(message: Message, count_text: Callable[[str], int]) -> int:
     """Tokens one message adds to a chat request, in the OpenAI framing."""
-    total = MESSAGE_OVERHEAD + count_text(message.role)
     if isinstance(message.content, str):
-        total += count_text(message.content)
+        content = count_text(message.content)
     else:
-        for part in message.content:
-            total += _count_part(part, count_text)
+        content = sum(_count_part(part, count_text) for part in message.content)
+    return message_framing(message, count_text) + content
+
+
+def message_framing(message: Message, count_text: Callable[[str], int]) -> int:
+    """What :func:`count_message` counts beside the message's content: the framing, role, name and tool calls."""
+    total = MESSAGE_OVERHEAD + count_text(message.role)
     if message.name:
         total += NAME_OVERHEAD + count_text(message.name)
     for call in message.tool_calls:

@@ -10,11 +10,11 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from langmem_tiers import TieredMemory
-from langmem_tiers.embedders.callable import CallableEmbedder
 from langmem_tiers.errors import ConfigError
 from langmem_tiers.recall.indexer import BackgroundIndexer
 from langmem_tiers.tokens import WordCounter
@@ -100,12 +100,9 @@ def test_bad_timings_are_refused(kwargs: dict[str, object], needle: str) -> None
 
 # --- when add() wakes it ---------------------------------------------------------------------------
 
-def _memory(path: Path) -> TieredMemory:
-    def vectors(texts: list[str]) -> list[list[float]]:
-        return [[float((hash(t) >> s) & 1) + 0.5 for s in range(16)] for t in texts]
-
+def _memory(path: Path, embedder: Any) -> TieredMemory:
     return TieredMemory.open(path, session_id="s1", user_id="ada", config=SMALL_CONFIG, counter=WordCounter(),
-                             embedder=CallableEmbedder(vectors, dimension=16, key="test:bits16"))
+                             embedder=embedder)
 
 
 def _count_wakes(memory: TieredMemory) -> list[int]:
@@ -123,8 +120,8 @@ def _count_wakes(memory: TieredMemory) -> list[int]:
     return wakes
 
 
-def test_only_an_add_that_writes_a_turn_record_wakes_the_indexer(tmp_path: Path) -> None:
-    with _memory(tmp_path) as memory:
+def test_only_an_add_that_writes_a_turn_record_wakes_the_indexer(tmp_path: Path, local_embedder: Any) -> None:
+    with _memory(tmp_path, local_embedder) as memory:
         wakes = _count_wakes(memory)
         memory.add("user", "I planted tomatoes on the balcony.")
         assert wakes == []  # a turn opened: nothing to embed yet
@@ -140,9 +137,9 @@ def test_only_an_add_that_writes_a_turn_record_wakes_the_indexer(tmp_path: Path)
         assert "tomatoes" in memory.search("what did I plant on the balcony?", k=3)[0].text
 
 
-def test_memories_a_summary_extracts_wake_the_indexer(tmp_path: Path) -> None:
+def test_memories_a_summary_extracts_wake_the_indexer(tmp_path: Path, local_embedder: Any) -> None:
     """Their records come from the summary, not from an add: the summary wakes the indexer for them."""
-    with _memory(tmp_path) as memory:
+    with _memory(tmp_path, local_embedder) as memory:
         wakes = _count_wakes(memory)
         memory.add("user", "I live in Porto near the river.")
         memory.add("assistant", "Porto is lovely.")

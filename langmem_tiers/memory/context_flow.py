@@ -4,6 +4,7 @@ sized to the budget the other tiers leave, and superseded memories labelled as p
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -19,7 +20,7 @@ from langmem_tiers.recall.engine import Ranked, SearchFilters
 from langmem_tiers.recall.hits import RecallHit
 from langmem_tiers.recall.request import RequestMemo
 from langmem_tiers.semantic.profile import PROFILE_KINDS, ProfileLine, profile_lines, wants_history
-from langmem_tiers.tokens import MESSAGE_OVERHEAD, TokenCounter
+from langmem_tiers.tokens import TokenCounter, message_framing
 from langmem_tiers.window import split_turns
 
 if TYPE_CHECKING:
@@ -121,8 +122,8 @@ def hit_tokens(window: Sequence[WindowMessage], counter: TokenCounter) -> int:
     the most). Each hit asked makes every rank list read ``recall_depth`` candidates more, so asking for
     62 hits where 27 fit read, fused and selected twice the candidates it needed (BENCHMARKS.md, issue 15).
     """
-    framing = {role: MESSAGE_OVERHEAD + counter.count_text(role) for role in {w.message.role for w in window}}
-    turns = split_turns([WindowEntry(i, w.message.role, w.tokens - framing[w.message.role])
+    count = functools.cache(counter.count_text)  # the roles repeat: each is counted once per call
+    turns = split_turns([WindowEntry(i, w.message.role, w.tokens - message_framing(w.message, count))
                          for i, w in enumerate(window)])
     sizes = sorted(sum(e.tokens for e in turn) for turn in turns[:-1])
     if len(sizes) < HIT_SIZE_TURNS:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -151,3 +152,45 @@ def test_memories_a_summary_extracts_wake_the_indexer(tmp_path: Path, local_embe
             replies += 1
         assert [f.key for f in memory.facts()] == ["location"]
         assert len(wakes) == replies + 1  # each answered turn's record, and the summary's memory
+
+
+class LockWatchingEmbedder:
+    """The real local model, noting for each call whether the memory's summary lock was held."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.dimension, self.key = inner.dimension, inner.key
+        self.memory: TieredMemory | None = None
+        self.calls: list[tuple[tuple[str, ...], bool]] = []
+
+    def embed(self, texts: Any) -> Any:
+        held = False
+        if self.memory is not None:
+            lock = self.memory._summary_lock
+            held = not lock.acquire(blocking=False)
+            if not held:
+                lock.release()
+        self.calls.append((tuple(texts), held))
+        return self.inner.embed(texts)
+
+
+def test_inline_indexing_embeds_a_summarys_memories_after_its_lock(tmp_path: Path, local_embedder: Any) -> None:
+    """With ``background_index`` off the summary's memories are embedded on the caller's path, once the
+    summary lock is released: another summary of the session does not wait on the embedding."""
+    embedder = LockWatchingEmbedder(local_embedder)
+    config = replace(SMALL_CONFIG, background_index=False)
+    with TieredMemory.open(tmp_path, session_id="s1", user_id="ada", config=config, counter=WordCounter(),
+                           embedder=embedder) as memory:
+        embedder.memory = memory
+        memory.add("user", "I live in Porto near the river.")
+        memory.add("assistant", "Porto is lovely.")
+        replies = 1
+        while not memory.facts():
+            assert replies < 20, "the fact's turn was never summarized"
+            memory.add("user", f"small talk {replies} " + " ".join(f"filler{replies}x{j}" for j in range(12)))
+            memory.add("assistant", "Noted.")
+            replies += 1
+        fact = memory.facts()[0]
+        assert memory.stats().index_pending == 0  # embedded inline, nothing waits for a drain
+        held = [h for texts, h in embedder.calls if fact.text in texts]
+        assert held == [False]

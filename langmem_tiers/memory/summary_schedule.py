@@ -80,49 +80,60 @@ def summary_flow(m: TieredMemory, force: bool) -> Flow[None]:
             return  # another thread of this process is summarizing this session right now
         yield wait_free(m._summary_lock)
     try:
-        try:
-            state, pending = yield Blocking(lambda: _pending(m))
-        except SessionErasedError:
-            return  # erased meanwhile: nothing of it may be summarized
-        if not pending or (not force and time.time() < state.retry_at):
-            return
-        previous, cursor, version = state.summary, state.summary_cursor, state.summary_version
-        counts = [m.counter.count_message(msg) for msg in pending]
-        for chunk in chunk_pending(pending, counts, m.config.summary_input_tokens):
-            try:
-                folded = yield from _fold(m, previous, chunk)
-            except Exception as e:
-                failures = state.failures + 1
-                delay = min(m.config.summary_retry_base_s * 2 ** (failures - 1), m.config.summary_retry_max_s)
-                error = f"{type(e).__name__}: {e}"
-                log.warning("summarizer failed (%d in a row), %d messages stay pending, retry in %.0fs: %s",
-                            failures, len(pending), delay, error)
-                m.metrics.observe_summary(ok=False)
-                yield Blocking(lambda: _save_failure(m, error, failures, time.time() + delay))
-                if force:
-                    raise SummarizerError(f"summary failed; the evicted turns stay pending: {error}") from e
-                return
-            end = chunk[-1].id or cursor
-            text = folded.text
-            memories = _extracted(m, folded, chunk)
-            try:
-                saved = yield Blocking(lambda: _save_summary(m, text, cursor, version, end, memories))
-            except Exception as e:
-                if force:
-                    raise
-                log.warning("could not save the summary; the turns stay pending: %s", e)
-                return
-            if saved is None:
-                # The summary changed under us (another process summarized, or the session was
-                # cleared, erased or had turns forgotten): what we computed is stale, drop it.
-                return
-            m.metrics.observe_summary(ok=True)
-            previous, cursor, version = text, end, saved
-            if memories:
-                # The memories saved with it are embedded now, not at the next add that writes a turn.
-                yield from indexed_flow(m)
+        saved_memories = yield from _fold_pending(m, force)
     finally:
         m._summary_lock.release()
+    if saved_memories:
+        # The memories saved with the summary are embedded now, not at the next add that writes a turn; and
+        # after the lock is released: inline (``background_index`` off), embedding them must not hold up
+        # another summary of this session. When a later chunk raised, the indexer's drain embeds them.
+        yield from indexed_flow(m)
+
+
+def _fold_pending(m: TieredMemory, force: bool) -> Flow[bool]:
+    """The body of :func:`summary_flow`, under the session's summary lock: whether a saved chunk
+    brought extracted memories."""
+    saved_memories = False
+    try:
+        state, pending = yield Blocking(lambda: _pending(m))
+    except SessionErasedError:
+        return False  # erased meanwhile: nothing of it may be summarized
+    if not pending or (not force and time.time() < state.retry_at):
+        return False
+    previous, cursor, version = state.summary, state.summary_cursor, state.summary_version
+    counts = [m.counter.count_message(msg) for msg in pending]
+    for chunk in chunk_pending(pending, counts, m.config.summary_input_tokens):
+        try:
+            folded = yield from _fold(m, previous, chunk)
+        except Exception as e:
+            failures = state.failures + 1
+            delay = min(m.config.summary_retry_base_s * 2 ** (failures - 1), m.config.summary_retry_max_s)
+            error = f"{type(e).__name__}: {e}"
+            log.warning("summarizer failed (%d in a row), %d messages stay pending, retry in %.0fs: %s",
+                        failures, len(pending), delay, error)
+            m.metrics.observe_summary(ok=False)
+            yield Blocking(lambda: _save_failure(m, error, failures, time.time() + delay))
+            if force:
+                raise SummarizerError(f"summary failed; the evicted turns stay pending: {error}") from e
+            return saved_memories
+        end = chunk[-1].id or cursor
+        text = folded.text
+        memories = _extracted(m, folded, chunk)
+        try:
+            saved = yield Blocking(lambda: _save_summary(m, text, cursor, version, end, memories))
+        except Exception as e:
+            if force:
+                raise
+            log.warning("could not save the summary; the turns stay pending: %s", e)
+            return saved_memories
+        if saved is None:
+            # The summary changed under us (another process summarized, or the session was
+            # cleared, erased or had turns forgotten): what we computed is stale, drop it.
+            return saved_memories
+        m.metrics.observe_summary(ok=True)
+        previous, cursor, version = text, end, saved
+        saved_memories = saved_memories or bool(memories)
+    return saved_memories
 
 
 def _fold(m: TieredMemory, previous: str, chunk: list[Message]) -> Flow[Folded]:

@@ -11,7 +11,7 @@ priority goes first, and every omission is reported with its reason.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from itertools import pairwise
 from typing import Any, TypeVar
@@ -163,29 +163,38 @@ def assemble(
                                                  exact=share <= config.recall_tokens)
     left_out += dropped
     pinned_lines, summary_text = list(pinned), summary
-    while True:
-        memory = _memory_message(pinned_lines, summary_text, recalled, config,
-                                 [p.text for p in facts], [w.text for w in state])
-        messages = ([memory] if memory else []) + [w.message for t in older for w in t] + [w.message for w in current]
+
+    def fitted(lines: Sequence[str]) -> tuple[Message | None, int]:
+        """The memory message with these recall lines, and the request's tokens with it."""
+        memory = _memory_message(pinned_lines, summary_text, lines, config, [p.text for p in facts],
+                                 [w.text for w in state])
         # The window's messages come with their counts (counted once, when added): only the memory
         # message is counted here, instead of every message of the window on every call.
-        window_tokens = sum(w.tokens for t in older for w in t) + sum(w.tokens for w in current)
-        total = (counter.count_message(memory) if memory else 0) + window_tokens + REPLY_PRIMING
-        if total <= budget:
-            break
-        # Drop the lowest priority first: recall, then the oldest turns, then the summary, then pinned facts.
-        if hits:
-            worst = hits[-1]
-            hits = hits[:-1]
-            recalled = recall_lines(hits, session)
-            left_out.append(Omission("recall", "over budget", counter.count_text(worst.text), (worst.record_id,)))
-        elif facts:
+        return memory, (counter.count_message(memory) if memory else 0) + window_tokens + REPLY_PRIMING
+
+    # Recall is the lowest priority: its worst hits leave first, while the rest stays whole.
+    rendered: dict[int, tuple[list[str], Message | None, int]] = {}
+
+    def fits(n: int) -> bool:
+        lines = recalled if n == len(hits) else recall_lines(hits[:n], session)
+        rendered[n] = (lines, *fitted(lines))
+        return rendered[n][2] <= budget
+
+    keep = longest_fitting(len(hits), fits)
+    left_out += [Omission("recall", "over budget", counter.count_text(h.text), (h.record_id,)) for h in hits[keep:]]
+    hits = hits[:keep]
+    recalled, memory, total = rendered[keep]
+    # Still over budget with no recall at all: the other tiers leave, the oldest turns, then the summary,
+    # then pinned facts.
+    while total > budget:
+        if facts:
             fact = facts.pop()
             left_out.append(Omission("profile", "over budget", counter.count_text(fact.text), (fact.record_id,)))
         elif older:
             turn = older.pop(0)
             left_out.append(Omission("window", "over budget (oldest turn first)", sum(w.tokens for w in turn),
                                      tuple(w.message.id or 0 for w in turn)))
+            window_tokens -= sum(w.tokens for w in turn)
         elif summary_text:
             left_out.append(Omission("summary", "over budget", counter.count_text(summary_text)))
             summary_text = ""
@@ -197,6 +206,8 @@ def assemble(
             left_out.append(Omission("pinned", "over budget", counter.count_text(line)))
         else:
             break  # only the current turn is left: over budget by the oversize policy "keep"
+        memory, total = fitted(recalled)
+    messages = ([memory] if memory else []) + [w.message for t in older for w in t] + [w.message for w in current]
     tokens = TierTokens(
         pinned=counter.count_text("\n".join(pinned_lines)) if pinned_lines else 0,
         summary=counter.count_text(summary_text) if summary_text else 0,
@@ -310,13 +321,44 @@ def _hits_within_share(hits: Sequence[RecallHit], session: Namespace | None, sha
                 labelled.add(key)
         else:
             dropped.append(Omission("recall", f"over the recall share ({share} tokens)", cost, (h.record_id,)))
-    lines = recall_lines(kept, session)
-    while exact and kept and counter.count_text("\n".join(lines)) > share:
-        worst = kept.pop()
-        dropped.append(Omission("recall", f"over the recall share ({share} tokens)", counter.count_text(worst.text),
-                                (worst.record_id,)))
-        lines = recall_lines(kept, session)
-    return kept, dropped, lines
+    if not exact:
+        return kept, dropped, recall_lines(kept, session)
+    rendered: dict[int, list[str]] = {}
+
+    def fits(n: int) -> bool:
+        rendered[n] = recall_lines(kept[:n], session)
+        return counter.count_text("\n".join(rendered[n])) <= share
+
+    keep = longest_fitting(len(kept), fits)
+    dropped += [Omission("recall", f"over the recall share ({share} tokens)", counter.count_text(h.text),
+                         (h.record_id,)) for h in kept[keep:]]
+    return kept[:keep], dropped, rendered[keep]
+
+
+def longest_fitting(n: int, fits: Callable[[int], bool]) -> int:
+    """The largest ``m <= n`` for which ``fits(m)`` (the best ``m`` hits fit), or 0 when none does.
+
+    What ``m`` hits take grows with ``m``, and a fill by estimate is rarely more than a hit or two over:
+    ``n`` is tried first (one rendering when everything fits), then ``n - 1``, ``n - 3``, ``n - 7``...
+    and the last gap halved, so a large overshoot costs a few renderings, not one per hit dropped.
+    """
+    if fits(n) or n == 0:
+        return n
+    over, step = n, 1  # over: a count that does not fit
+    while True:
+        under = max(over - step, 0)
+        if fits(under):
+            break
+        if under == 0:
+            return 0
+        over, step = under, 2 * step
+    while over - under > 1:
+        mid = (under + over) // 2
+        if fits(mid):
+            under = mid
+        else:
+            over = mid
+    return under
 
 
 def _group_key(hit: RecallHit, session: Namespace | None) -> tuple[Namespace, str] | None:

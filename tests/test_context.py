@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from langmem_tiers import ConfigError, MemoryConfig, Message, RecallHit, ToolCall, WordCounter
-from langmem_tiers.context import MEMORY_HEADER, SUMMARY_HEADER, WindowMessage, assemble, recall_lines
+from langmem_tiers.context import MEMORY_HEADER, SUMMARY_HEADER, WindowMessage, assemble, longest_fitting, recall_lines
 from langmem_tiers.journal.base import Namespace
 from langmem_tiers.tokens import TiktokenCounter, count_messages, load_encoding
 
@@ -109,6 +109,60 @@ def test_recall_share_and_priorities_under_a_short_budget() -> None:
             assert "summary" in tiers
     assert sizes == sorted(sizes)
     assert "left out window" in ctx.explain()
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 5, 36, 64])
+def test_longest_fitting_finds_what_a_scan_from_the_top_finds_in_few_tries(n: int) -> None:
+    for limit in range(-1, n + 1):  # the largest count that fits (-1: not even none)
+        tried: list[int] = []
+
+        def fits(m: int, limit: int = limit) -> bool:
+            tried.append(m)
+            return m <= limit
+
+        assert longest_fitting(n, fits) == max(limit, 0)
+        assert tried[0] == n
+        if limit == n:
+            assert tried == [n]  # everything fits: one rendering, as before any trim
+        elif limit == n - 1 and n > 0:
+            assert tried == [n, n - 1]  # one hit over: two renderings
+        else:
+            assert len(tried) <= 2 * max(n, 1).bit_length() + 2
+
+
+def test_recall_over_the_whole_budget_keeps_its_best_hits_that_fit() -> None:
+    """The spare budget's fill is an estimate (a hit's text and a join); each "..." line it leaves out
+    costs a token more, so 600 short hits pass the budget by many: the worst leave, by rank, until the
+    section fits, each with a reason, in a few renderings of the memory message rather than one per hit."""
+    counter = TiktokenCounter(load_encoding("cl100k_base"))
+    renderings = []
+
+    class Counting:
+        key = counter.key
+
+        def count_text(self, text: str) -> int:
+            return counter.count_text(text)
+
+        def count_message(self, message: Message) -> int:
+            renderings.append(message)
+            return counter.count_message(message)
+
+    turns = [WindowMessage(w.message, counter.count_message(w.message)) for w in window(2)]
+    hits = [hit(i, f"w{i}") for i in range(1, 601)]
+    config = CONFIG.with_changes(context_tokens=2000)
+    ctx = assemble(window=turns, summary="", pinned=[], hits=hits, config=config, counter=Counting())
+    assert ctx.tokens.total <= 2000
+    kept = [h.record_id for h in ctx.recalled]
+    assert kept == list(range(1, len(kept) + 1))  # the best ones
+    dropped = [o for o in ctx.left_out if o.tier == "recall"]
+    assert sorted(kept + [o.ids[0] for o in dropped]) == list(range(1, 601))
+    over_budget = [o for o in dropped if o.reason == "over budget"]
+    assert len(over_budget) > 50
+    assert len(renderings) <= 2 * len(hits).bit_length() + 2
+    # One more hit would not have fitted: the fill is the largest that does.
+    roomy = CONFIG.with_changes(context_tokens=20_000, recall_tokens=10_000, recall_uses_spare=False)
+    more = assemble(window=turns, summary="", pinned=[], hits=hits[:len(kept) + 1], config=roomy, counter=counter)
+    assert more.tokens.total > 2000
 
 
 def test_tool_call_groups_stay_intact() -> None:

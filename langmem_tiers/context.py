@@ -415,6 +415,12 @@ def _within_share(lines: Sequence[_Line], share: int, counter: TokenCounter,
     return kept, dropped
 
 
+def share_taken(lines: Sequence[_Line], share: int, counter: TokenCounter) -> int:
+    """The tokens that the lines :func:`assemble` keeps within ``share`` take (what the working state or
+    the profile leave of the budget is what recall may fill: ``recall_k`` sizes its search by it)."""
+    return _lines_tokens(_within_share(lines, share, counter, "")[0], counter)
+
+
 def _lines_tokens(lines: Sequence[WorkingLine] | Sequence[ProfileLine], counter: TokenCounter) -> int:
     return counter.count_text("\n".join(w.text for w in lines)) if lines else 0
 

@@ -82,3 +82,38 @@ def test_long_turns_ask_for_fewer_hits_and_deliver_the_same(tmp_path: Path, monk
     assert sized_k < most_k
     assert len(sized.recalled) > 20
     assert sized.to_openai() == most.to_openai()
+
+
+def test_the_profile_recall_sits_beside_sizes_the_hits_asked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the profile takes of the budget is known before recall is asked: the share recall may fill is
+    that much smaller, and so is the number of hits asked for. The profile is delivered whole either way."""
+    config = MemoryConfig(context_tokens=1500, window_tokens=700, window_low_ratio=0.8, summary_tokens=40,
+                          recall_tokens=100, profile_tokens=600, profile_related_only=False,
+                          summary_retry_base_s=0)
+    asked: list[int] = []
+    with TieredMemory.open(tmp_path, session_id="past", user_id="u", config=config, embedder=False,
+                           counter=WORDS) as past:
+        for i in range(60):
+            past.add("user", f"the garden on day {i}")
+            past.add("assistant", f"noted the garden on day {i}")
+        past.flush()
+        assert past.recall is not None
+        real: Callable[..., Any] = past.recall.ranked_flow
+
+        def ranked_flow(query: str, k: int, *args: Any, **kwargs: Any) -> Any:
+            asked.append(k)
+            return real(query, k, *args, **kwargs)
+
+        monkeypatch.setattr(past.recall, "ranked_flow", ranked_flow)
+        live = past.for_session("live", user_id="u")
+        live.add("user", "what about the garden?")
+        live.context()
+        for i in range(12):
+            live.remember(" ".join(f"fact{i}w{j}" for j in range(40)), key=f"fact_{i}")
+        with_profile = live.context()
+    assert with_profile.tokens.profile > 400
+    no_profile_k, profile_k = asked
+    assert no_profile_k < context_flow.MAX_RECALL_K
+    share = with_profile.tokens.profile // MIN_HIT_TOKENS
+    assert no_profile_k - profile_k >= share - 1  # about one hit fewer per short hit the profile takes
+    assert len(with_profile.profile) == 12

@@ -7,15 +7,15 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from langmem_tiers.context import Context, Omission, WindowMessage, assemble, recall_share
+from langmem_tiers.context import Context, Omission, WindowMessage, assemble, recall_share, share_taken
 from langmem_tiers.errors import ConfigError
 from langmem_tiers.flow import Blocking, Flow
 from langmem_tiers.journal.base import Record, Scope, SessionState, WindowEntry
 from langmem_tiers.memory import reads
 from langmem_tiers.memory_types import expiry, fields, skills
-from langmem_tiers.memory_types.working import current_items, working_lines
+from langmem_tiers.memory_types.working import WorkingLine, current_items, working_lines
 from langmem_tiers.recall.engine import Ranked, SearchFilters
 from langmem_tiers.recall.hits import RecallHit
 from langmem_tiers.recall.request import RequestMemo
@@ -53,23 +53,23 @@ def context_flow(m: TieredMemory, query: str | None, budget: int | None) -> Flow
     # The profile, skills and working state in one read of the user's memories of those kinds.
     typed = expiry.live((yield Blocking(lambda: typed_records(m, memo))), now) if typed_kinds(m) else []
     working = working_lines(current_items(typed, m.namespace, now)) if m.config.working_tokens else []
+    if m.recall is not None and query is None:
+        query = next((w.message.text for w in reversed(window) if w.message.role == "user"), None)
+    profile = []
+    if m.config.profile_tokens:
+        profile = profile_lines([r for r in typed if r.kind in PROFILE_KINDS], query, m.config.profile_related_only)
     if m.recall is not None:
         recall = m.recall
         # Pinned memories belong to the user: they appear in every one of the user's sessions.
         # Without a user id, every scope narrows to this session (Scope.matches).
         pinned_scope = Scope("user", m.namespace)
         pinned = [r.text for r in expiry.live((yield Blocking(lambda: recall.pinned(pinned_scope, memo))), now)]
-        if query is None:
-            query = next((w.message.text for w in reversed(window) if w.message.role == "user"), None)
         if query and m.config.recall_k and m.config.recall_tokens:
             exclude = frozenset(w.message.id for w in window if w.message.id is not None)
-            k = recall_k(m, budget, state, window, pinned, working)
+            k = recall_k(m, budget, state, window, pinned, working, profile)
             ranked = yield from recall.ranked_flow(query, k, Scope(m.config.recall_scope, m.namespace),
                                                    SearchFilters(exclude_message_ids=exclude, now=now), memo=memo)
             hits = [h for h in recall.select(ranked, k) if not h.pinned]
-    profile = []
-    if m.config.profile_tokens:
-        profile = profile_lines([r for r in typed if r.kind in PROFILE_KINDS], query, m.config.profile_related_only)
     if hits:
         hits = yield Blocking(lambda: reads.label_past(m, hits))
         hits = recall_beside_profile(m, hits, profile, query, ranked)
@@ -95,16 +95,14 @@ def typed_records(m: TieredMemory, memo: RequestMemo | None = None) -> list[Reco
 
 
 def recall_k(m: TieredMemory, budget: int | None, state: SessionState, window: Sequence[WindowMessage],
-             pinned: Sequence[str], working: Sequence[Any] = ()) -> int:
-    """Hits to ask for: ``recall_k``, scaled up when recall may use budget the other tiers leave."""
+             pinned: Sequence[str], working: Sequence[WorkingLine] = (), profile: Sequence[ProfileLine] = ()) -> int:
+    """Hits to ask for: ``recall_k``, scaled up when recall may use budget the other tiers leave (what
+    :func:`~langmem_tiers.context.assemble` will give the working state and the profile is known here)."""
     cfg = m.config
     share = recall_share(cfg, cfg.context_tokens if budget is None else budget, sum(w.tokens for w in window),
                          state.summary_tokens, m.counter.count_text("\n".join(pinned)) if pinned else 0,
-                         # The profile's lines are sized when assembled and may take none of its share:
-                         # enough hits are asked for the largest share recall may get.
-                         0,
-                         min(m.counter.count_text("\n".join(w.text for w in working)), cfg.working_tokens)
-                         if working else 0)
+                         share_taken(profile, cfg.profile_tokens, m.counter),
+                         share_taken(working, cfg.working_tokens, m.counter))
     if share <= cfg.recall_tokens:
         return cfg.recall_k
     # Enough hits to fill the larger share; the assembly cuts by tokens.

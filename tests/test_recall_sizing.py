@@ -50,26 +50,32 @@ def long_turn(topic: str, i: int) -> str:
     return f"the {topic} on day {i}: " + " ".join(f"{topic[0]}{i}x{j}" for j in range(36))
 
 
+def record_k_asked(memory: TieredMemory, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The k of every ranked search the memory's recall engine is asked for, in order."""
+    assert memory.recall is not None
+    real: Callable[..., Any] = memory.recall.ranked_flow
+    asked: list[int] = []
+
+    def ranked_flow(query: str, k: int, *args: Any, **kwargs: Any) -> Any:
+        asked.append(k)
+        return real(query, k, *args, **kwargs)
+
+    monkeypatch.setattr(memory.recall, "ranked_flow", ranked_flow)
+    return asked
+
+
 def test_long_turns_ask_for_fewer_hits_and_deliver_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A session whose turns are long asks recall for fewer hits than when every hit is sized as a short
     turn (fewer candidates to read), and the context it gets is the same: the share held no more."""
     config = MemoryConfig(context_tokens=3000, window_tokens=700, window_low_ratio=0.8, summary_tokens=40,
                           recall_tokens=100, summary_retry_base_s=0)
-    asked: list[int] = []
     with TieredMemory.open(tmp_path, session_id="past", user_id="u", config=config, embedder=False,
                            counter=WORDS) as past:
         for i in range(120):
             past.add("user", long_turn("garden", i))
             past.add("assistant", long_turn("reply", i))
         past.flush()
-        assert past.recall is not None
-        real: Callable[..., Any] = past.recall.ranked_flow
-
-        def ranked_flow(query: str, k: int, *args: Any, **kwargs: Any) -> Any:
-            asked.append(k)
-            return real(query, k, *args, **kwargs)
-
-        monkeypatch.setattr(past.recall, "ranked_flow", ranked_flow)  # the handles share the engine
+        asked = record_k_asked(past, monkeypatch)  # the handles share the engine
         live = past.for_session("live", user_id="u")
         for i in range(8):
             live.add("user", long_turn("kitchen", i))
@@ -90,21 +96,13 @@ def test_the_profile_recall_sits_beside_sizes_the_hits_asked(tmp_path: Path, mon
     config = MemoryConfig(context_tokens=1500, window_tokens=700, window_low_ratio=0.8, summary_tokens=40,
                           recall_tokens=100, profile_tokens=600, profile_related_only=False,
                           summary_retry_base_s=0)
-    asked: list[int] = []
     with TieredMemory.open(tmp_path, session_id="past", user_id="u", config=config, embedder=False,
                            counter=WORDS) as past:
         for i in range(60):
             past.add("user", f"the garden on day {i}")
             past.add("assistant", f"noted the garden on day {i}")
         past.flush()
-        assert past.recall is not None
-        real: Callable[..., Any] = past.recall.ranked_flow
-
-        def ranked_flow(query: str, k: int, *args: Any, **kwargs: Any) -> Any:
-            asked.append(k)
-            return real(query, k, *args, **kwargs)
-
-        monkeypatch.setattr(past.recall, "ranked_flow", ranked_flow)
+        asked = record_k_asked(past, monkeypatch)
         live = past.for_session("live", user_id="u")
         live.add("user", "what about the garden?")
         live.context()

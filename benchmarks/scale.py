@@ -167,6 +167,10 @@ def measure(size: int, vectors: bool, samples: int, layout: str, per_session: in
         child.join()
         if child.exitcode != 0:
             raise SystemExit(f"the fill of {size} messages failed (exit code {child.exitcode})")
+        # The fill's writes reach the disk before anything is timed: a 1M fill leaves ~1.6 GB for the
+        # kernel to write back, which would otherwise share the disk with the samples' first reads.
+        if hasattr(os, "sync"):
+            os.sync()
     fill_s = time.perf_counter() - t0
     print(json.dumps({"size": size, "folder": str(folder), "fill_s": round(fill_s, 1)}), flush=True)
     rss_mb: dict[str, int] = {}  # this process's RSS after each phase (where target 4's memory goes)

@@ -21,8 +21,8 @@ the public API with the real local embedder: add() per message (durable), flush(
 new question: context() with recall, search() with k=10 at session and user scope, and the
 embedder alone on the same question (its own time, the yardstick of issue 15's target 2). The row's
 figures are the first ``--samples`` questions after the fill; as many more follow, the same calls, and
-their context() is ``warm_context`` (a large fill is read from disk at first: at 1M in one session the
-first 100 calls took 41.5 ms p50 and the third and fourth hundred 30.9, in a throwaway probe). Then as
+their context() is ``warm_context`` (a large fill is read from disk at first: ``benchmarks/warmup.py``
+times how context() warms, and BENCHMARKS.md, issue 15's session 43, has the 1M figures). Then as
 many conversation turns (``turn_context``): the question added as the user's message, context(), a
 reply added and indexed (flush(), untimed: the pause between turns), so every context() finds the
 session grown since the previous one.

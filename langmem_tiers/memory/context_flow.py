@@ -37,9 +37,6 @@ def context_flow(m: TieredMemory, query: str | None, budget: int | None) -> Flow
         raise ConfigError(f"query must be a string or None; got {type(query).__name__}")
     if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int)):
         raise ConfigError(f"budget must be an integer number of tokens or None; got {budget!r}")
-    # The user's namespaces, read once for all of this call's reads; the query's embedding, begun before them.
-    memo = RequestMemo()
-    yield from begin_query_embedding(m, query, memo)
     state, window, pending = yield Blocking(lambda: reads.snapshot(m))
     omitted = []
     if pending:
@@ -50,13 +47,14 @@ def context_flow(m: TieredMemory, query: str | None, budget: int | None) -> Flow
     hits: list[RecallHit] = []
     ranked: list[Ranked] = []  # the search's candidates, best first (a fact's turn is picked from them)
     pinned: list[str] = []
+    # The user's namespaces, read once for all of this call's reads.
+    memo = RequestMemo()
     now = m.clock()  # expiry is judged once per call (langmem_tiers.memory_types.expiry)
     # The profile, skills and working state in one read of the user's memories of those kinds.
     typed = expiry.live((yield Blocking(lambda: typed_records(m, memo))), now) if typed_kinds(m) else []
     working = working_lines(current_items(typed, m.namespace, now)) if m.config.working_tokens else []
     if m.recall is not None and query is None:
         query = next((w.message.text for w in reversed(window) if w.message.role == "user"), None)
-        yield from begin_query_embedding(m, query, memo)
     profile = []
     if m.config.profile_tokens:
         profile = profile_lines([r for r in typed if r.kind in PROFILE_KINDS], query, m.config.profile_related_only)
@@ -66,7 +64,7 @@ def context_flow(m: TieredMemory, query: str | None, budget: int | None) -> Flow
         # Without a user id, every scope narrows to this session (Scope.matches).
         pinned_scope = Scope("user", m.namespace)
         pinned = [r.text for r in expiry.live((yield Blocking(lambda: recall.pinned(pinned_scope, memo))), now)]
-        if query and recalls(m, query):
+        if query and m.config.recall_k and m.config.recall_tokens:
             exclude = frozenset(w.message.id for w in window if w.message.id is not None)
             k = recall_k(m, budget, state, window, pinned, working, profile)
             ranked = yield from recall.ranked_flow(query, k, Scope(m.config.recall_scope, m.namespace),
@@ -82,18 +80,6 @@ def context_flow(m: TieredMemory, query: str | None, budget: int | None) -> Flow
                        profile=profile, working=working)
     m.metrics.observe_context(context)
     return context
-
-
-def recalls(m: TieredMemory, query: str | None) -> bool:
-    """Whether context() searches recall for ``query``."""
-    return m.recall is not None and bool(query and query.strip() and m.config.recall_k and m.config.recall_tokens)
-
-
-def begin_query_embedding(m: TieredMemory, query: str | None, memo: RequestMemo) -> Flow[None]:
-    """Begin embedding the search's query before the call's reads, for the search to join (see
-    ``RecallIndex.query_embedding``). A search that then asks for no hit leaves the job unjoined."""
-    if m.recall is not None and recalls(m, query):
-        yield from m.recall.query_embedding(str(query), memo)
 
 
 def typed_kinds(m: TieredMemory) -> list[str]:

@@ -312,22 +312,6 @@ class RecallIndex:
             out += yield from self._linked(out, scope, filters)
         return out
 
-    def query_embedding(self, query: str, memo: RequestMemo | None = None) -> Flow[Any]:
-        """The job embedding ``query`` for a search (join it with ``flow.Join``), begun here unless this
-        request (``memo``) began it already; ``None`` without vectors.
-
-        The embedding runs while the journal answers the request's reads (the window, the keyword search:
-        both wait outside Python, the model's runtime and SQLite release the GIL), instead of after them:
-        the rankings need the vector only once the scope's index is searched."""
-        if self.store is None or self.embedder is None:
-            return None
-        if memo is not None and query in memo.embeddings:
-            return memo.embeddings[query]
-        job = yield Start(Embed([query]))
-        if memo is not None:
-            memo.embeddings[query] = job
-        return job
-
     def ranked_flow(self, query: str, k: int, scope: Scope, filters: SearchFilters,
                     now: float | None = None, memo: RequestMemo | None = None) -> Flow[list[Ranked]]:
         """Every candidate of a search for ``k`` hits that passes ``filters``, best first, with its score
@@ -341,7 +325,11 @@ class RecallIndex:
         ns_ids = listing.ids
         if not ns_ids:
             return []
-        embedding = yield from self.query_embedding(query, memo)
+        vectors_on = self.store is not None and self.embedder is not None
+        # The query's embedding runs while the journal reads the window's records and answers the keyword
+        # search (both wait outside Python: the model's runtime and SQLite release the GIL), instead of
+        # after them: the rankings need the vector only once the scope's index is searched.
+        embedding = (yield Start(Embed([query]))) if vectors_on else None
         # The window's turns are never recalled: found among the session's newest records, they are left
         # out before any record is read, and each rank list reaches that much deeper. (passes() still
         # drops any the look-back missed.)

@@ -1,4 +1,4 @@
-"""What one request reads (or begins computing) once for all of its reads.
+"""What one request reads once for all of its reads.
 
 ``context()`` reads the user's memories (profile, skills, working state), the pinned ones and
 recalls across the user's sessions: each of those needs the scope's namespaces, and the in-process
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from langmem_tiers.journal.base import Journal, Scope, ScopeListing
 
@@ -23,8 +22,6 @@ class RequestMemo:
     """The scopes' listings read so far in one call."""
 
     listings: dict[Scope, ScopeListing] = field(default_factory=dict)
-    # Query text -> the job embedding it (flow.Start): begun before the request's first read, joined by its search.
-    embeddings: dict[str, Any] = field(default_factory=dict)
 
 
 def scope_listing(journal: Journal, scope: Scope, memo: RequestMemo | None = None) -> ScopeListing:

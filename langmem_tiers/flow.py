@@ -5,17 +5,11 @@ and receives their results. ``run_sync`` performs them in the calling thread;
 ``run_async`` awaits the async variants and moves blocking I/O off the event
 loop. Errors raised by an effect are thrown back into the generator, so the
 operation handles them in one place.
-
-``Start`` and ``Join`` let an operation overlap two waits: ``Start`` begins an
-effect (a query's embedding, say) in a worker thread, or as a task under
-asyncio, and hands back a job; the operation goes on (a keyword search), and
-``Join`` waits for the job's result, or raises its error at that point.
 """
 
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -54,50 +48,7 @@ class Embed:
     texts: Sequence[str]
 
 
-@dataclass(frozen=True)
-class Start:
-    """Begin ``effect`` alongside the operation; this effect's result is the job to :class:`Join` later."""
-
-    effect: Blocking | Summarize | Embed
-
-
-@dataclass(frozen=True)
-class Join:
-    """Wait for a job :class:`Start` began: its result, or its error raised here."""
-
-    job: Any
-
-
-class _Thread:
-    """A sync driver's job: one short-lived thread (no pool outlives the call), its outcome kept."""
-
-    def __init__(self, fn: Callable[[], Any]) -> None:
-        self._fn = fn
-        self._value: Any = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="langmem-tiers-job", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            self._value = self._fn()
-        except BaseException as e:  # handed to the flow by result()
-            self._error = e
-
-    def result(self) -> Any:
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        return self._value
-
-
-def _retrieve(task: asyncio.Future[Any]) -> None:
-    # A job the flow never joined (it failed or was cancelled first): its error is not news.
-    if not task.cancelled():
-        task.exception()
-
-
-Effect = Blocking | Summarize | Embed | Start | Join
+Effect = Blocking | Summarize | Embed
 Flow = Generator[Effect, Any, T]
 
 
@@ -145,11 +96,6 @@ class Drivers:
     def _sync(self, effect: Effect) -> Any:
         if isinstance(effect, Blocking):
             return effect.fn()
-        if isinstance(effect, Start):
-            started = effect.effect
-            return _Thread(lambda: self._sync(started))
-        if isinstance(effect, Join):
-            return effect.job.result()
         if isinstance(effect, Summarize):
             return self._summarizer().summarize(effect.request)
         return self._embedder().embed(list(effect.texts))
@@ -157,12 +103,6 @@ class Drivers:
     async def _async(self, effect: Effect) -> Any:
         if isinstance(effect, Blocking):
             return await asyncio.to_thread(effect.fn)
-        if isinstance(effect, Start):
-            task = asyncio.ensure_future(self._async(effect.effect))
-            task.add_done_callback(_retrieve)
-            return task
-        if isinstance(effect, Join):
-            return await effect.job
         if isinstance(effect, Summarize):
             return await self._summarizer().asummarize(effect.request)
         return await self._embedder().aembed(list(effect.texts))

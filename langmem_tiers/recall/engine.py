@@ -27,7 +27,7 @@ from typing import Any
 from langmem_tiers.config import MemoryConfig
 from langmem_tiers.embedders.base import Embedder
 from langmem_tiers.errors import ConfigError
-from langmem_tiers.flow import Blocking, Drivers, Embed, Flow, Join, Start, wait_free
+from langmem_tiers.flow import Blocking, Drivers, Embed, Flow, wait_free
 from langmem_tiers.journal.base import Journal, Namespace, OutboxItem, Record, Scope
 from langmem_tiers.memory_types.expiry import is_expired
 from langmem_tiers.memory_types.fields import EXPIRES_AT, WORKING_KIND
@@ -325,11 +325,6 @@ class RecallIndex:
         ns_ids = listing.ids
         if not ns_ids:
             return []
-        vectors_on = self.store is not None and self.embedder is not None
-        # The query's embedding runs while the journal reads the window's records and answers the keyword
-        # search (both wait outside Python: the model's runtime and SQLite release the GIL), instead of
-        # after them: the rankings need the vector only once the scope's index is searched.
-        embedding = (yield Start(Embed([query]))) if vectors_on else None
         # The window's turns are never recalled: found among the session's newest records, they are left
         # out before any record is read, and each rank list reaches that much deeper. (passes() still
         # drops any the look-back missed.)
@@ -342,13 +337,13 @@ class RecallIndex:
         vector_ids: list[str] = []
         query_vector: Any = None
         indexed = False  # the scope's in-process index answered (it holds the candidates' vectors)
-        if self.store is not None and embedding is not None:
+        if self.store is not None and self.embedder is not None:
             store = self.store
             try:
                 # Rows of this scope not indexed yet, read before the index is: a row an indexer finishes
                 # meanwhile is then in Chroma before the index looks (read after, it was in neither).
                 pending = yield Blocking(lambda: self.journal.pending_records(ns_ids, PENDING_EXACT))
-                (vector,) = yield Join(embedding)
+                (vector,) = yield Embed([query])
                 query_vector = vector
                 # The scope's in-process index (one search, whatever the number of sessions); Chroma's
                 # filtered query when it declines (the scope does not fit its byte bound). With kinds, in

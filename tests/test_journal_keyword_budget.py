@@ -287,6 +287,46 @@ def test_every_term_over_the_budget_ranks_the_one_rarest_in_recent_history(journ
     assert set(_ids(journal, "sunny weather", [ns_id], 3, budget=20)) <= set(sunny[-5:])
 
 
+@pytest.mark.parametrize(("sessions_in_scope", "k", "reads"), [
+    (2, 3, [5]),  # found in the first window: its 5 newest matches are all that is read
+    (1, 6, [5, 5, 10]),  # half the matches are the other session's: every window, each reading only its new part
+])
+def test_sqlite_reads_the_newest_matches_only_as_far_as_the_windows_reach(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sessions_in_scope: int, k: int, reads: list[int]) -> None:
+    """Every term over the budget: each recency window reads the kept term's matches past the previous
+    window's, not the budget's worth up front, and the hits are those of floors read all at once."""
+    journal = SqliteJournal(tmp_path / "journal.sqlite3")
+    ns_id = journal.namespace_id(Namespace("s", "u")) or 0
+    other = journal.namespace_id(Namespace("t", "u")) or 0
+    for i in range(40):
+        journal.add_records(ns_id, [NewRecord("turn", f"the weather on day {i}")])
+        journal.add_records(other, [NewRecord("turn", f"other weather {i}")])
+    scope = [ns_id, other][:sessions_in_scope]
+    real = SqliteJournal._newest_matches
+    read: list[int] = []
+
+    def newest_matches(db: Any, match: str, below: int | None, limit: int) -> list[int]:
+        found = real(db, match, below, limit)
+        read.append(len(found))
+        return found
+
+    monkeypatch.setattr(SqliteJournal, "_newest_matches", staticmethod(newest_matches))
+    found = _ids(journal, "weather", scope, k, budget=20)
+    monkeypatch.undo()
+    match = sqlite_fts_query("", (), ["weather"])
+    all_newest = [r[0] for r in journal._sql.all("SELECT rowid FROM records_fts WHERE records_fts MATCH ? "
+                                                 "ORDER BY rowid DESC LIMIT 20", (match,))]
+    floor = all_newest[sum(reads) - 1]  # where the last window reached, read all at once
+    members = ",".join("?" * len(scope))
+    expected = [r[0] for r in journal._sql.all(
+        "SELECT records.id FROM records_fts JOIN records ON records.id = records_fts.rowid WHERE records_fts "
+        f"MATCH ? AND records_fts.rowid >= ? AND records.ns IN ({members}) "
+        "ORDER BY bm25(records_fts, 1.0, 0.0), records.id DESC LIMIT ?", (match, floor, *scope, k))]
+    journal.close()
+    assert read == reads
+    assert found == expected
+
+
 def test_a_kinds_filter_holds_over_the_budget(journal: Any) -> None:
     ns_id = journal.namespace_id(Namespace("s", "u")) or 0
     journal.add_records(ns_id, [NewRecord("turn", f"weather turn {i}") for i in range(60)])

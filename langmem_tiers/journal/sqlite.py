@@ -757,14 +757,30 @@ class SqliteJournal(SqlJournal):
             match = kept if scoring in (None, kept) else f"{kept} AND {scoring}"
             if not plan.recent:  # every term when they fit: the same hits as without a budget
                 return _hits(ranked(db, match, ns_ids, k, kinds, 0))
-            newest = [int(r[0]) for r in db.all("SELECT rowid FROM records_fts WHERE records_fts MATCH ? "
-                                                "ORDER BY rowid DESC LIMIT ?", (kept, budget))]
+            newest: list[int] = []  # the kept term's newest matches, read as far as the windows reach
             rows: list[Any] = []
             for window in recency_windows(budget):
-                rows = ranked(db, match, ns_ids, k, kinds, newest[min(window, len(newest)) - 1])
-                if len(rows) >= k or window >= len(newest):
+                more = self._newest_matches(db, kept, newest[-1] if newest else None, window - len(newest))
+                if not more:
+                    break  # the last window held every match: ranking it again finds the same rows
+                newest += more
+                rows = ranked(db, match, ns_ids, k, kinds, newest[-1])
+                if len(rows) >= k or len(newest) < window:
                     break
             return _hits(rows)
+
+    @staticmethod
+    def _newest_matches(db: Sql, match: str, below: int | None, limit: int) -> list[int]:
+        """Ids of the ``limit`` newest records matching ``match`` under id ``below`` (``None``: any). Each
+        recency window reads only the matches past the last one's (FTS5 seeks to the rowid bound): the
+        first window, which most searches stop at, walks a quarter of the budget's postings, not all."""
+        if below is None:
+            rows = db.all("SELECT rowid FROM records_fts WHERE records_fts MATCH ? ORDER BY rowid DESC LIMIT ?",
+                          (match, limit))
+        else:
+            rows = db.all("SELECT rowid FROM records_fts WHERE records_fts MATCH ? AND rowid < ? "
+                          "ORDER BY rowid DESC LIMIT ?", (match, below, limit))
+        return [int(r[0]) for r in rows]
 
     @staticmethod
     def _count_matches(db: Sql, term: str, cap: int) -> TermCount:

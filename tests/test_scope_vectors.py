@@ -36,6 +36,13 @@ def _open(path: Path, session: str = "s") -> TieredMemory:
                              embedder=CallableEmbedder(_vectors, dimension=DIM, key="test:hash32"))
 
 
+def _ids_counted(cache: ScopeVectors) -> None:
+    """Each entry's count of known ids (kept as they are set, for its size) is what its arrays hold."""
+    for entry in cache._cache.values():
+        assert entry.known.count == sum(len(ids) for ids in entry.known.values())
+        assert entry.nbytes == entry.rows.nbytes + 8 * entry.known.count
+
+
 def _cache(memory: TieredMemory) -> ScopeVectors:
     assert memory.recall is not None
     cache = memory.recall._scope_vectors
@@ -283,6 +290,8 @@ def test_user_scope_of_many_sessions_is_one_entry_with_the_exact_top_hits(tmp_pa
             # process's indexer (offered), so nothing from Chroma.
             assert cache.stats()["offered"] == 0
             assert fetches == []
+            _ids_counted(cache)  # the entry taken over kept its count, and added the new session's
+            assert max(e.known.count for e in cache._cache.values()) == 3 * 12 + 1 + 1
         finally:
             for h in handles:
                 h.close()
@@ -354,6 +363,7 @@ def test_hnsw_entry_finds_planted_records_and_applies_deletions(tmp_path: Path) 
             assert victim not in found
             assert len(found) == len(memory.journal.record_ids(ns[0]))
         assert entry.rows is graph
+        _ids_counted(cache)
         hits = memory.search("planted fact 17 about place 119", k=5, scope="session")
         assert all(h.record_id != victim for h in hits)
 
@@ -758,3 +768,15 @@ def test_a_graph_built_before_the_embedder_loads_does_not_crash_it() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "loaded" in done.stdout
+
+
+def test_known_ids_keep_their_count_as_sessions_are_set_and_copied() -> None:
+    known = scope_vectors._KnownIds({1: np.arange(3), 2: np.arange(5)})
+    assert known.count == 8
+    known[2] = np.arange(2)  # a session read again after a deletion
+    known[3] = np.arange(4)  # a new session
+    assert known.count == 9
+    copied = known.copy()
+    copied[1] = np.arange(10)
+    assert (copied.count, known.count) == (16, 9)
+    assert isinstance(copied, scope_vectors._KnownIds)

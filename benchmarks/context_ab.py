@@ -112,10 +112,10 @@ def main() -> None:
     try:
         for w in workers:
             answer(w)  # "ready"
-        from scale import VOCAB  # the scale benchmark's questions, over its filler's words
+        from scale import filler_question  # the scale benchmark's questions, over its filler's words
 
         rng = random.Random(7)
-        questions = [f"What did we say about {rng.choice(VOCAB)} and {rng.choice(VOCAB)}?"
+        questions = [filler_question(rng)
                      for _ in range(WARMUP + args.questions)]
         took: list[list[float]] = [[], []]
         differing = 0

@@ -25,7 +25,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from scale import LIVE_SESSION, LIVE_USER, VOCAB, line
+from scale import LIVE_SESSION, LIVE_USER, filler_question, line
 
 from langmem_tiers import MemoryConfig, TieredMemory
 from langmem_tiers.journal import sql_core
@@ -79,7 +79,7 @@ def main() -> None:
         wait_builds = getattr(getattr(memory.recall, "_scope_vectors", None), "wait_builds", None)
         if wait_builds is not None:  # absent in trees without background graph builds
             wait_builds()
-        questions = [f"What did we say about {rng.choice(VOCAB)} and {rng.choice(VOCAB)}?"
+        questions = [filler_question(rng)
                      for _ in range(args.samples + 5)]
         for q in questions[:5]:
             memory.context(q)

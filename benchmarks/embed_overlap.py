@@ -4,8 +4,8 @@
 
 FOLDER is a copy of a folder ``benchmarks/scale.py`` filled (it is opened as ``scale.py --reuse``
 opens it, and written to). For scale.py's questions, each timed in turn: the local embedder alone on
-the question; the journal's keyword search of the live user's sessions alone (as recall asks it, 60
-candidates); the two one after the other; and the embedding on a thread while the keyword search runs
+the question; the journal's keyword search of the live user's sessions alone (60 candidates, a
+fixed number: recall asks for its own); the two one after the other; and the embedding on a thread while the keyword search runs
 on the caller's (what a ``Start``/``Join`` of the embedding would do in recall). Each is run twice, in
 a child process each: with onnxruntime's defaults (intra-op threads on every physical core, spinning
 while they wait for work) and with spinning off. Prints one JSON line per setting with the p50s.
@@ -59,12 +59,12 @@ def _ms(fn: Any) -> float:
 def probe(folder: Path, questions: int, spinning: bool) -> dict[str, Any]:
     if not spinning:
         no_spinning()
-    from scale import LIVE_SESSION, LIVE_USER, VOCAB, _open_setup
+    from scale import LIVE_SESSION, LIVE_USER, _open_setup, filler_question
 
     from langmem_tiers.journal.base import Scope
 
     rng = random.Random(7)
-    asked = [f"What did we say about {rng.choice(VOCAB)} and {rng.choice(VOCAB)}?"
+    asked = [filler_question(rng)
              for _ in range(questions + WARMUP)]
     with _open_setup(folder, None, True) as setup:
         memory = setup.for_session(LIVE_SESSION, user_id=LIVE_USER)

@@ -26,7 +26,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from scale import VOCAB, line
+from scale import filler_question, line
 
 from langmem_tiers.journal.base import Namespace, NewRecord
 from langmem_tiers.journal.sqlite import SqliteJournal
@@ -79,7 +79,7 @@ def main() -> None:
         ns_ids = fill(journal, args.records, args.sessions, rng)
         fill_s = round(time.perf_counter() - t, 1)
         print(json.dumps({"records": args.records, "sessions": args.sessions, "fill_s": fill_s}))
-        queries = [f"What did we say about {rng.choice(VOCAB)} and {rng.choice(VOCAB)}?" for _ in range(args.queries)]
+        queries = [filler_question(rng) for _ in range(args.queries)]
         scopes = {"every session": ns_ids, "a tenth of the sessions": ns_ids[: max(len(ns_ids) // 10, 1)],
                   "one session": ns_ids[:1]}
         rows: list[dict[str, Any]] = []

@@ -28,7 +28,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from scale import LIVE_SESSION, LIVE_USER, VOCAB, _open_setup, fill, line, pct
+from scale import LIVE_SESSION, LIVE_USER, _open_setup, fill, filler_question, line, pct
 
 from langmem_tiers import TieredMemory
 
@@ -50,7 +50,7 @@ def measure(folder: Path, questions: int) -> dict[str, Any]:
         rows: dict[str, dict[str, list[float]]] = {
             name: {"ms": [], "hits": [], "recall_tokens": []} for name in settings}
         for i in range(questions + 10):
-            question = f"What did we say about {asker.choice(VOCAB)} and {asker.choice(VOCAB)}?"
+            question = filler_question(asker)
             for name in (list(settings) if i % 2 else list(settings)[::-1]):
                 memory.config = settings[name]
                 t = time.perf_counter()

@@ -77,6 +77,11 @@ LIVE_SESSION, LIVE_USER = "live", "user-0"
 TARGET_MS = 30.0  # issue 15, targets 1 and 2
 
 
+def filler_question(rng: random.Random) -> str:
+    """A question about two filler words (each question of the scale benchmarks and their probes)."""
+    return f"What did we say about {rng.choice(VOCAB)} and {rng.choice(VOCAB)}?"
+
+
 def line(rng: random.Random) -> str:
     words = [rng.choice(VOCAB) if rng.random() < 0.4 else rng.choice(COMMON) for _ in range(18)]
     return " ".join(words).capitalize() + "."
@@ -212,7 +217,7 @@ def measure(size: int, vectors: bool, samples: int, layout: str, per_session: in
         for _ in range(2):
             context_ms, search_ms, user_ms, embed_ms = [], [], [], []
             for _ in range(samples):
-                question = f"What did we say about {rng.choice(VOCAB)} and {rng.choice(VOCAB)}?"
+                question = filler_question(rng)
                 t = time.perf_counter()
                 ctx = memory.context(question)
                 context_ms.append((time.perf_counter() - t) * 1000)
@@ -230,14 +235,14 @@ def measure(size: int, vectors: bool, samples: int, layout: str, per_session: in
         # back to back, its embedding would share the cores with the next context()'s.
         turn_ms = []
         for _ in range(samples):
-            question = f"What did we say about {rng.choice(VOCAB)} and {rng.choice(VOCAB)}?"
+            question = filler_question(rng)
             memory.add("user", question)
             turn_ms.append(_timed(lambda: memory.context(question)))
             memory.add("assistant", line(rng))
             memory.flush()
         parts: dict[str, float] = {}  # ms per part, over the breakdown's calls
         if breakdown:
-            questions = [f"What did we say about {rng.choice(VOCAB)} and {rng.choice(VOCAB)}?" for _ in range(samples)]
+            questions = [filler_question(rng) for _ in range(samples)]
             with timed_parts(memory) as counters:
                 for question in questions:
                     memory.context(question)

@@ -21,7 +21,7 @@ import statistics
 import time
 from pathlib import Path
 
-from scale import LIVE_SESSION, LIVE_USER, VOCAB, _open_setup, line
+from scale import LIVE_SESSION, LIVE_USER, _open_setup, filler_question, line
 
 
 def main() -> None:
@@ -52,7 +52,7 @@ def main() -> None:
             for name, interleave in (("interleaved", True), ("back_to_back", False)):
                 ms = []
                 for _ in range(args.calls):
-                    question = f"What did we say about {rng.choice(VOCAB)} and {rng.choice(VOCAB)}?"
+                    question = filler_question(rng)
                     t = time.perf_counter()
                     memory.context(question)
                     ms.append((time.perf_counter() - t) * 1000)

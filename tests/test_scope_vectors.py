@@ -39,8 +39,9 @@ def _open(path: Path, session: str = "s") -> TieredMemory:
 def _ids_counted(cache: ScopeVectors) -> None:
     """Each entry's count of known ids (kept as they are set, for its size) is what its arrays hold."""
     for entry in cache._cache.values():
-        assert entry.known.count == sum(len(ids) for ids in entry.known.values())
-        assert entry.nbytes == entry.rows.nbytes + 8 * entry.known.count
+        held = sum(len(ids) for ids in entry.known.values())
+        assert entry.known.count == held
+        assert entry.nbytes == entry.rows.nbytes + 8 * held  # the size the bound sees: every known id, 8 bytes
 
 
 def _cache(memory: TieredMemory) -> ScopeVectors:

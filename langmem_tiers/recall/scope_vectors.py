@@ -280,23 +280,30 @@ class _HnswRows:
         return [(int(key), 1.0 - float(d)) for key, d in zip(found.keys, found.distances)]
 
 
-class _KnownIds(dict[int, Any]):
+class _KnownIds:
     """Per namespace, the sorted record ids an entry read from the journal (int64 arrays), and their
     count kept as they are set: an entry's size is asked after every search, and summing a user's
-    10,000 sessions' arrays each time cost about 1 ms of a query at 1M records (issue 15). The entry
-    only sets namespaces (never deletes one); a copy keeps the count."""
+    10,000 sessions' arrays each time cost about 1 ms of a query at 1M records (issue 15). Only what
+    the entry does with them (read, set, copy): no other way to change the arrays, so none that skips
+    the count."""
 
-    def __init__(self, items: Mapping[int, Any] | None = None) -> None:
-        super().__init__(items or {})
-        self.count = sum(len(v) for v in self.values())
+    def __init__(self, by_ns: Mapping[int, Any] | None = None) -> None:
+        self._by_ns: dict[int, Any] = dict(by_ns or {})
+        self.count = sum(len(ids) for ids in self._by_ns.values())
+
+    def get(self, ns_id: int, default: Any = None) -> Any:
+        return self._by_ns.get(ns_id, default)
 
     def __setitem__(self, ns_id: int, ids: Any) -> None:
-        old = self.get(ns_id)
+        old = self._by_ns.get(ns_id)
         self.count += len(ids) - (0 if old is None else len(old))
-        super().__setitem__(ns_id, ids)
+        self._by_ns[ns_id] = ids
+
+    def values(self) -> Iterable[Any]:
+        return self._by_ns.values()
 
     def copy(self) -> _KnownIds:
-        return _KnownIds(self)
+        return _KnownIds(self._by_ns)
 
 
 @dataclass(eq=False)

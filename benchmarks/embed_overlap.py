@@ -4,9 +4,10 @@
 
 FOLDER is a copy of a folder ``benchmarks/scale.py`` filled (it is opened as ``scale.py --reuse``
 opens it, and written to). For scale.py's questions, each timed in turn: the local embedder alone on
-the question; the journal's keyword search of the live user's sessions alone (60 candidates, a
-fixed number: recall asks for its own); the two one after the other; and the embedding on a thread while the keyword search runs
-on the caller's (what a ``Start``/``Join`` of the embedding would do in recall). Each is run twice, in
+the question; the journal's keyword search of the live user's sessions alone (60 candidates, a fixed
+number: recall asks for its own); the two one after the other; and the embedding on a thread while the
+keyword search runs on the caller's (what a ``Start``/``Join`` of the embedding would do in recall).
+Each is run twice, in
 a child process each: with onnxruntime's defaults (intra-op threads on every physical core, spinning
 while they wait for work) and with spinning off. Prints one JSON line per setting with the p50s.
 

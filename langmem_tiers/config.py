@@ -99,9 +99,6 @@ class MemoryConfig:
             their places at the top, so a search for that many hits or fewer is not changed by it.
         recall_diversity: maximal marginal relevance among the best candidates: how much a candidate's
             similarity to a better one placed before it counts against it (0: off).
-        recall_one_rank_per_turn: each rank list counts a turn once, at its best chunk's place, before
-            the lists are fused (a long turn's chunks no longer crowd a list; see
-            :class:`~langmem_tiers.recall.options.RecallOptions`).
         recall_depth: how deep the keyword and vector rankings reach per hit asked for (at least 50
             candidates each); every candidate is read and fused, so this sets most of the cost of
             ``context()``'s deep search (it asks for up to 64 hits when recall may fill spare budget).
@@ -166,7 +163,6 @@ class MemoryConfig:
     recall_neighbor_weight: float = 0.5
     recall_neighbor_docs: int = 5
     recall_diversity: float = 0.0
-    recall_one_rank_per_turn: bool = False
     recall_depth: int = 4
     recall_rrf_k: int = FusionParams.rrf_k
     recall_keyword_weight: float = FusionParams.keyword_weight
@@ -224,7 +220,7 @@ class MemoryConfig:
                 or not math.isfinite(self.expiry_sweep_s) or self.expiry_sweep_s < 0:
             raise ConfigError(f"expiry_sweep_s ({self.expiry_sweep_s!r}) must be a number of seconds >= 0 "
                               "(0 turns the periodic sweep off)")
-        for name in ("extract_memories", "profile_related_only", "recall_one_rank_per_turn"):
+        for name in ("extract_memories", "profile_related_only"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} ({getattr(self, name)!r}) must be True or False")
         if self.recall_unit not in ("turn", "message"):

@@ -122,7 +122,7 @@ def test_feedback_terms() -> None:
     {"recall_session_weight": "1"}, {"recall_session_top": 0}, {"recall_session_top": 1.5},
     {"recall_feedback_weight": -0.5}, {"recall_feedback_docs": 0}, {"recall_neighbor_weight": -1.0},
     {"recall_neighbor_docs": 0}, {"recall_neighbor_docs": True}, {"recall_depth": 0}, {"recall_depth": 2.5},
-    {"recall_diversity": -0.3}, {"recall_diversity": float("inf")}, {"recall_one_rank_per_turn": 1},
+    {"recall_diversity": -0.3}, {"recall_diversity": float("inf")},
 ])
 def test_bad_switches_are_refused(changes: dict[str, Any]) -> None:
     with pytest.raises(ConfigError, match="recall_"):
@@ -412,56 +412,3 @@ def test_a_later_fusion_round_ranks_as_fusing_anew_even_when_an_earlier_list_gai
         assert fuse(keyword, [c for c in vector if c != ids[6]], extra=lists) != fuse(keyword, vector, extra=lists)
     finally:
         journal.close()
-
-
-def test_one_rank_per_turn_counts_a_long_turn_once_in_each_list(tmp_path: Path) -> None:
-    """Three chunks of one long turn take the vector list's first three places: without the switch the
-    short turn behind them ranks fourth there; with it, the long turn counts once (at its best chunk's
-    place, spoken for by the chunk both lists rank best), its keyword and vector evidence add up on that
-    chunk though they came from different chunks, and the short turn ranks second."""
-    from langmem_tiers.journal.base import Namespace, NewRecord
-    from langmem_tiers.journal.sqlite import SqliteJournal
-    from langmem_tiers.recall.engine import RecallIndex, _Rounds
-
-    journal = SqliteJournal(tmp_path / "journal.sqlite3")
-    try:
-        ns_id = journal.namespace_id(Namespace("s", "u")) or 0
-        long_1, long_2, long_3, short, other = (str(i) for i in journal.add_records(ns_id, [
-            NewRecord("turn", "long turn, chunk 1", (1, 2), created_at=1000.0),
-            NewRecord("turn", "long turn, chunk 2", (1, 2), created_at=1000.0),
-            NewRecord("turn", "long turn, chunk 3", (1, 2), created_at=1000.0),
-            NewRecord("turn", "short turn", (3, 4), created_at=1060.0),
-            NewRecord("turn", "another turn", (5, 6), created_at=1120.0),
-        ]))
-        by_id = {str(r.id): r for r in journal.records([int(c) for c in (long_1, long_2, long_3, short, other)])}
-        keyword, vector = [long_3, short, other], [long_1, long_2, long_3, short, other]
-        analysis = analyze("anything", 5000.0)
-
-        def fused(options: RecallOptions) -> dict[str, ScoreParts]:
-            index = RecallIndex(journal, None, None, options=options)
-            return dict(index._fuse(keyword, vector, [], by_id, 5000.0, analysis, _Rounds()))
-
-        off = fused(OFF)
-        assert {long_1, long_2, long_3} <= set(off)
-        assert off[short].vector_rank == 4
-        on = fused(RecallOptions(one_rank_per_turn=True))
-        assert set(on) == {long_3, short, other}  # long_3: keyword rank 1 and vector rank 3, the best together
-        assert (on[long_3].keyword_rank, on[long_3].vector_rank) == (1, 1)
-        assert (on[short].keyword_rank, on[short].vector_rank) == (2, 2)
-        assert on[long_3].rrf > max(off[c].rrf for c in (long_1, long_2, long_3))
-    finally:
-        journal.close()
-
-
-def test_one_rank_per_turn_changes_nothing_where_no_turn_is_cut(memory: TieredMemory) -> None:
-    """Short turns are one record each: the switch ranks exactly as without it."""
-    fill(memory, [(f"s{n}", NOW - (20 - n) * DAY, [(f"Kim planted {n} roses by the fence", "Lovely roses"),
-                                                   (f"Sam painted the fence blue on day {n}", "Nice colour")])
-                  for n in range(5)])
-    query = "Who painted the fence by the roses?"
-    memory.recall.options = OFF  # type: ignore[union-attr]
-    off = [(h.text, h.score) for h in memory.search(query, k=8, scope="user")]
-    memory.recall.options = RecallOptions(one_rank_per_turn=True)  # type: ignore[union-attr]
-    on = [(h.text, h.score) for h in memory.search(query, k=8, scope="user")]
-    assert len(off) == 8
-    assert on == off

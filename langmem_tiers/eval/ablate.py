@@ -52,8 +52,7 @@ from langmem_tiers.eval.runner import (
 QUERY_TIME_FIELDS: Final = frozenset({
     "recall_salient_weight", "recall_time_boost", "recall_when_boost", "recall_session_weight",
     "recall_session_top", "recall_k", "recall_feedback_weight", "recall_feedback_docs",
-    "recall_neighbor_weight", "recall_neighbor_docs", "recall_diversity", "recall_one_rank_per_turn",
-    "recall_depth",
+    "recall_neighbor_weight", "recall_neighbor_docs", "recall_diversity", "recall_depth",
     "recall_rrf_k", "recall_keyword_weight", "recall_vector_weight",
     "profile_tokens", "profile_related_only",
 })

@@ -31,7 +31,7 @@ from langmem_tiers.flow import Blocking, Drivers, Embed, Flow, wait_free
 from langmem_tiers.journal.base import Journal, Namespace, OutboxItem, Record, Scope
 from langmem_tiers.memory_types.expiry import is_expired
 from langmem_tiers.memory_types.fields import EXPIRES_AT, WORKING_KIND
-from langmem_tiers.recall.fusion import Fusion, FusionParams, NearDuplicates, ScoreParts, rrf, word_set
+from langmem_tiers.recall.fusion import Fusion, FusionParams, NearDuplicates, ScoreParts, word_set
 from langmem_tiers.recall.hits import RecallHit
 from langmem_tiers.recall.options import RecallOptions
 from langmem_tiers.recall.query import analyze, feedback_terms, has_time_expression
@@ -511,24 +511,14 @@ class RecallIndex:
         adds the lists appended to ``extra`` since to the fusion it left (:class:`Fusion`: the same
         ranking), unless a candidate read since is in an earlier list (then it fuses anew)."""
         opts = self.options
-        speaks = self._speakers(keyword_ids, vector_ids, by_id, rounds) if opts.one_rank_per_turn else None
-
-        def kept(ids: Sequence[str]) -> list[str]:
-            """A rank list as fused: its candidates read, each turn once where one rank per turn."""
-            if speaks is None:
-                return [c for c in ids if c in by_id]
-            return list(dict.fromkeys(speaks[c] for c in ids if c in by_id))
-
-        candidates = list(by_id) if speaks is None else list(dict.fromkeys(speaks.values()))
         fusion = rounds.fusion
         # Read since the last round (every candidate read is in some list, so the fusion holds the rest).
-        fresh = candidates if fusion is None else [c for c in candidates if c not in fusion]
+        fresh = list(by_id) if fusion is None else [c for c in by_id if c not in fusion]
         if fusion is not None and fresh:
-            earlier = {*kept(keyword_ids), *kept(vector_ids),
-                       *(c for ids, _ in extra[:rounds.lists] for c in kept(ids))}
+            earlier = {*keyword_ids, *vector_ids, *(c for ids, _ in extra[:rounds.lists] for c in ids)}
             if not earlier.isdisjoint(fresh):
                 fusion = None  # an earlier list gains a candidate: fuse anew
-        scored = fresh if fusion is not None else candidates  # whose recency, retention and boost are new
+        scored = fresh if fusion is not None else list(by_id)  # whose recency, retention and boost are new
         boosts: dict[str, float] = {}
         for c in scored:
             r = by_id[c]
@@ -547,29 +537,14 @@ class RecallIndex:
         importances = {c: by_id[c].importance for c in scored}
         pinned = {c for c in scored if by_id[c].pinned}
         if fusion is not None:
-            fusion.add([(kept(ids), w) for ids, w in extra[rounds.lists:]], ages=ages,
+            fusion.add([([c for c in ids if c in by_id], w) for ids, w in extra[rounds.lists:]], ages=ages,
                        importances=importances, pinned=pinned, boosts=boosts)
         else:
-            fusion = Fusion(kept(keyword_ids), kept(vector_ids), ages=ages, importances=importances, pinned=pinned,
-                            params=self.params, extra=[(kept(ids), w) for ids, w in extra], boosts=boosts)
+            fusion = Fusion([c for c in keyword_ids if c in by_id], [c for c in vector_ids if c in by_id],
+                            ages=ages, importances=importances, pinned=pinned, params=self.params,
+                            extra=[([c for c in ids if c in by_id], w) for ids, w in extra], boosts=boosts)
         rounds.fusion, rounds.lists = fusion, len(extra)
         return fusion.ranked
-
-    def _speakers(self, keyword_ids: Sequence[str], vector_ids: Sequence[str], by_id: Mapping[str, Record],
-                  rounds: _Rounds) -> dict[str, str]:
-        """Each candidate of ``by_id`` mapped to the one that speaks for its turn in every rank list
-        (``recall_one_rank_per_turn``): itself, unless it shares a turn with others (a long turn's
-        chunks, a turn's record from before it grew). The first round chooses, per turn, the chunk the
-        keyword and vector lists rank best together; a turn first read in a later round is spoken for
-        by its first record read. Kept in ``rounds``, so a turn's speaker never changes within a search."""
-        units = rounds.speakers
-        if not units:
-            p = self.params
-            joint = rrf([[c for c in keyword_ids if c in by_id], [c for c in vector_ids if c in by_id]],
-                        k=p.rrf_k, weights=[p.keyword_weight, p.vector_weight])
-            for c in sorted(joint, key=lambda c: -joint[c]):
-                units.setdefault(_turn_of(by_id[c]), c)
-        return {c: units.setdefault(_turn_of(r), c) for c, r in by_id.items()}
 
     def _linked(self, hits: list[RecallHit], scope: Scope, filters: SearchFilters) -> Flow[list[RecallHit]]:
         """One-hop expansion: records linked to a hit, scored ``hit score * strength / 2``."""
@@ -597,22 +572,12 @@ class RecallIndex:
 
 @dataclass
 class _Rounds:
-    """One search's fusion between its rounds: the fusion so far, how many extra lists it holds, each
-    candidate's date test (``has_time_expression``, made once) and each turn's speaker (see
-    :meth:`RecallIndex._speakers`)."""
+    """One search's fusion between its rounds: the fusion so far, how many extra lists it holds, and
+    each candidate's date test (``has_time_expression``, made once)."""
 
     fusion: Fusion | None = None
     lists: int = 0
     says_when: dict[str, bool] = field(default_factory=dict)
-    speakers: dict[tuple[str, int], str] = field(default_factory=dict)  # a turn's key -> its speaker
-
-
-def _turn_of(r: Record) -> tuple[str, int]:
-    """What one rank per turn counts once: a turn (its records share its first message; recall keeps
-    one hit per turn, see :meth:`RecallIndex.select`), or a record of another kind alone."""
-    if r.kind == "turn" and r.message_ids:
-        return ("turn", min(r.message_ids))
-    return ("record", r.id)
 
 
 def passes(r: Record, f: SearchFilters) -> bool:

@@ -47,10 +47,6 @@ class RecallOptions:
             repeats a better one gives way to one about something else (a question whose answer is a
             list). Only where the scope's in-process index answered (it holds the vectors); the
             neighbor list's leads keep their places.
-        one_rank_per_turn: each rank list counts a turn once, at its best chunk's place, before the
-            lists are fused: a long turn (cut into several chunks) no longer takes several places of a
-            list, pushing other turns down, and its keyword and vector evidence add up even when they
-            come from different chunks. The chunk the two lists rank best together speaks for the turn.
         depth: how deep each rank list reaches, per hit asked for (at least the engine's
             ``candidates``): every candidate is read and fused, so this is most of a deep search's
             cost (``context()`` asks for up to 64 hits to fill a large share).
@@ -66,7 +62,6 @@ class RecallOptions:
     neighbor_weight: float = 0.0
     neighbor_docs: int = 5
     diversity: float = 0.0
-    one_rank_per_turn: bool = False
     depth: int = 4
 
     def __post_init__(self) -> None:
@@ -78,8 +73,6 @@ class RecallOptions:
                 raise ConfigError(f"recall_{name} ({value!r}) must be a finite number >= 0 (0 turns it off)")
         if isinstance(self.session_top, bool) or not isinstance(self.session_top, int) or self.session_top < 1:
             raise ConfigError(f"recall_session_top ({self.session_top!r}) must be an integer >= 1")
-        if not isinstance(self.one_rank_per_turn, bool):
-            raise ConfigError(f"recall_one_rank_per_turn ({self.one_rank_per_turn!r}) must be True or False")
         for name in ("feedback_docs", "neighbor_docs", "depth"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -93,4 +86,4 @@ class RecallOptions:
                    session_top=config.recall_session_top, feedback_weight=config.recall_feedback_weight,
                    feedback_docs=config.recall_feedback_docs, neighbor_weight=config.recall_neighbor_weight,
                    neighbor_docs=config.recall_neighbor_docs, diversity=config.recall_diversity,
-                   one_rank_per_turn=config.recall_one_rank_per_turn, depth=config.recall_depth)
+                   depth=config.recall_depth)

@@ -17,6 +17,7 @@ import pytest
 from langmem_tiers.errors import JournalError, SchemaVersionError
 from langmem_tiers.journal.base import SCHEMA_VERSION, Namespace, NewRecord
 from langmem_tiers.journal.sqlite import (
+    DEFAULT_MMAP_BYTES,
     MIGRATIONS,
     SqliteJournal,
     _split_sql,
@@ -330,3 +331,25 @@ def test_v3_langchain_ids_become_idempotency_keys(tmp_path: Path) -> None:
     with journal.write(2) as tx:
         assert set(tx.messages_by_key(["run-1"])) == {"run-1"}
     journal.close()
+
+
+@pytest.mark.parametrize("read_only", [False, True])
+def test_reads_go_through_a_memory_map_unless_it_is_turned_off(tmp_path: Path, read_only: bool) -> None:
+    path = tmp_path / "journal.sqlite3"
+    ns_id = _journal_with_data(path)
+    for off in (False, True):  # the default, then turned off
+        journal = SqliteJournal(path, read_only=read_only, mmap_bytes=0) if off else SqliteJournal(
+            path, read_only=read_only)
+        mapped = 0 if off else DEFAULT_MMAP_BYTES
+        try:
+            assert journal._db.execute("PRAGMA mmap_size").fetchone()[0] == mapped
+            assert [m.text for m in journal.iter_messages(ns_id)] == ["kayaks are fun"]
+        finally:
+            journal.close()
+
+
+@pytest.mark.parametrize("mmap_bytes", [-1, True, 1.5, "1GB"])
+def test_a_bad_memory_map_size_is_a_typed_error(tmp_path: Path, mmap_bytes: object) -> None:
+    with pytest.raises(JournalError, match="mmap_bytes"):
+        SqliteJournal(tmp_path / "journal.sqlite3", mmap_bytes=mmap_bytes)  # type: ignore[arg-type]
+    assert not (tmp_path / "journal.sqlite3").exists()  # refused before anything was written

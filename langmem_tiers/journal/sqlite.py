@@ -475,10 +475,11 @@ Ranker = Callable[[Sql, str, Sequence[int], int, Sequence[str] | None, int], lis
 
 
 # SQLite reads the journal through a memory map of up to this many bytes (PRAGMA mmap_size). A context()
-# over a user's million messages reads about a thousand pages scattered over the file (the keyword
-# index's postings, the candidates' rows); through SQLite's own 2 MB page cache each is a system call and
-# a copy. Mapped, a page the kernel holds is read in place: BENCHMARKS.md, issue 15, session 45 (1M: p50
-# 32.2 -> 26.1 ms). Writes still go through SQLite's usual path (its journal and WAL are untouched).
+# over a user's million messages reads pages scattered over the file (the keyword index's postings, the
+# candidates' rows); SQLite's own page cache is 2 MB, so most of them are likely read with a system call
+# and a copy. Mapped, a page the kernel holds is read in place: BENCHMARKS.md, issue 15, session 45 (A/B
+# at 1M, both orders: p50 32.2 -> 26.1 and 28.5 -> 25.4 ms; 1k unchanged). Writes still go through
+# SQLite's usual path (its journal and WAL are untouched).
 DEFAULT_MMAP_BYTES = 1 << 30
 
 
@@ -538,7 +539,6 @@ class SqliteJournal(SqlJournal):
                 self._db = sqlite3.connect(read_only_uri(self.path, folder_writable), uri=True,
                                            isolation_level=None, check_same_thread=False, timeout=busy_timeout_s)
                 self._sql = SqliteSql(self._db)
-                self._db.execute(f"PRAGMA mmap_size={mmap_bytes}")
                 self._check_version_read_only()
             else:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -548,11 +548,11 @@ class SqliteJournal(SqlJournal):
                 self._sql = SqliteSql(self._db)
                 enable_wal(self._db, busy_timeout_s)
                 self._db.execute(f"PRAGMA synchronous={synchronous}")
-                self._db.execute(f"PRAGMA mmap_size={mmap_bytes}")
                 # Deleted rows and freed pages are overwritten with zeros: erased text leaves the file.
                 self._db.execute("PRAGMA secure_delete=ON")
                 self._migrate()
                 self._db.execute("PRAGMA foreign_keys=ON")
+            self._db.execute(f"PRAGMA mmap_size={mmap_bytes}")  # both connections read through the map
         except sqlite3.Error as e:
             self._close_quietly()
             raise JournalError(f"cannot open journal {self.path}: {e}") from e

@@ -16,7 +16,13 @@ turn, written straight through the journal in large transactions as eviction wou
 * ``many-users`` (issue 7's table): sessions of ``--per-session`` messages spread over 50 users.
 
 Filler records get random unit vectors in Chroma: this measures latency at that index size, not
-recall quality (the evaluation harness measures quality). Then the live session is driven through
+recall quality (the evaluation harness measures quality). Random vectors are HNSW's worst case (no
+structure to exploit: at 500k vectors its search costs ~7x what it costs on text vectors,
+``benchmarks/vector_index.py``), so ``--text-vectors LOCOMO_JSON`` gives the filler text-like vectors
+instead: the local model's vectors of that file's turns (each pair of consecutive messages of a
+session), drawn at random and each jittered by noise of norm ``TEXT_NOISE`` (a copy keeps cosine ~0.9 to
+its turn, as ``vector_index.py``'s ``real`` kind). They are embedded inside the fill's child process
+(about a minute), so the row's peak RSS never holds a second model. Then the live session is driven through
 the public API with the real local embedder: add() per message (durable), flush(), then for each
 new question: context() with recall, search() with k=10 at session and user scope, and the
 embedder alone on the same question (its own time, the yardstick of issue 15's target 2). The row's
@@ -51,6 +57,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import multiprocessing
 import os
@@ -74,6 +81,7 @@ VOCAB = [f"{w}{i}" for i in range(60) for w in ("alpha", "bravo", "delta", "kilo
 COMMON = "the a we said about and then it was for my our trip meeting plan".split()
 LAYOUTS = ("one-session", "many-sessions", "many-users")
 LIVE_SESSION, LIVE_USER = "live", "user-0"
+TEXT_NOISE = 0.5  # --text-vectors: norm of the noise on each drawn turn vector (as benchmarks/vector_index.py)
 TARGET_MS = 30.0  # issue 15, targets 1 and 2
 
 
@@ -101,8 +109,23 @@ def filler_namespaces(size: int, layout: str, per_session: int) -> list[tuple[Na
     return [(Namespace(f"filler-{s}", user(s)), per_session) for s in range(sessions)]
 
 
+def text_pool(path: Path, memory: TieredMemory) -> Any:
+    """``--text-vectors``: unit vectors of a LoCoMo file's turns (each pair of consecutive messages of a
+    session, as a recall record holds a turn), by the memory's own embedder."""
+    from langmem_tiers.eval.datasets import load_locomo
+
+    turns = [f"{a.name}: {a.text}\n{b.name}: {b.text}" for haystack in load_locomo(path)
+             for session in haystack.sessions for a, b in itertools.pairwise(session)]
+    assert memory.recall is not None
+    assert memory.recall.embedder is not None
+    pool = np.asarray(memory.recall.embedder.embed(turns), dtype=np.float32)
+    return pool / np.linalg.norm(pool, axis=1, keepdims=True)
+
+
 def fill(memory: TieredMemory, size: int, rng: random.Random, vectors: bool, layout: str,
-         per_session: int, batch: int = 2000) -> None:
+         per_session: int, batch: int = 2000, pool: Any = None) -> None:
+    """Write ``size`` filler messages; with ``vectors``, each record's vector is a random unit vector, or
+    with a ``pool`` (:func:`text_pool`) one of its rows at random, jittered by noise of norm ``TEXT_NOISE``."""
     journal = memory.journal
     recall = memory.recall
     store = recall.store if recall else None
@@ -127,6 +150,8 @@ def fill(memory: TieredMemory, size: int, rng: random.Random, vectors: bool, lay
                     for i in range(0, n, 2)])
             if vectors and store is not None and recall is not None:
                 raw = numpy_rng.standard_normal((len(record_ids), dim)).astype(np.float32)
+                if pool is not None:
+                    raw = pool[numpy_rng.integers(0, len(pool), len(record_ids))] + raw * (TEXT_NOISE / np.sqrt(dim))
                 vecs = raw / np.linalg.norm(raw, axis=1, keepdims=True)
                 recs = journal.records(record_ids)
                 store.upsert([recall.vector_id(r.id) for r in recs], vecs.tolist(), None,
@@ -152,14 +177,15 @@ def _open_setup(target: str | Path, chroma: str | None, vectors: bool) -> Tiered
 
 
 def _fill_child(target: str | Path, chroma: str | None, size: int, vectors: bool, layout: str,
-                per_session: int) -> None:
+                per_session: int, text_vectors: Path | None) -> None:
     with _open_setup(target, chroma, vectors) as setup:
-        fill(setup, size, random.Random(size), vectors, layout, per_session)
+        pool = text_pool(text_vectors, setup) if vectors and text_vectors else None
+        fill(setup, size, random.Random(size), vectors, layout, per_session, pool=pool)
 
 
 def measure(size: int, vectors: bool, samples: int, layout: str, per_session: int,
             journal_url: str | None = None, chroma: str | None = None, reuse: Path | None = None,
-            breakdown: bool = False, server: int | None = None) -> dict[str, Any]:
+            breakdown: bool = False, server: int | None = None, text_vectors: Path | None = None) -> dict[str, Any]:
     rng = random.Random(size)
     folder = reuse or Path(tempfile.mkdtemp(prefix="lt-scale-"))
     t0 = time.perf_counter()
@@ -167,7 +193,7 @@ def measure(size: int, vectors: bool, samples: int, layout: str, per_session: in
         # In a child process: the fill's garbage (a million rows and vectors passed through Python) and
         # its peak never count in this process's memory, whose peak RSS is the row's (issue 15, target 4).
         child = multiprocessing.get_context("spawn").Process(
-            target=_fill_child, args=(journal_url or folder, chroma, size, vectors, layout, per_session))
+            target=_fill_child, args=(journal_url or folder, chroma, size, vectors, layout, per_session, text_vectors))
         child.start()
         child.join()
         if child.exitcode != 0:
@@ -250,7 +276,10 @@ def measure(size: int, vectors: bool, samples: int, layout: str, per_session: in
         total = memory.journal.count_messages()
         mark("end")
     row: dict[str, Any] = {
-        "layout": layout, "size": size, "stored_messages": total, "vectors": vectors, "fill_s": round(fill_s, 1),
+        "layout": layout, "size": size, "stored_messages": total, "vectors": vectors,
+        # None for a reused fill: this run did not write its vectors.
+        "filler_vectors": None if reuse else ("text" if text_vectors else "random") if vectors else "none",
+        "fill_s": round(fill_s, 1),
         "samples": samples, "cold_context_ms": round(cold_ms, 2), "graph_build_s": round(build_s, 1),
     }
     for name, values in (("add", add_ms), ("context", context_ms), ("warm_context", warm_ms), ("turn_context", turn_ms),
@@ -327,6 +356,9 @@ def main() -> None:
                         help="measure on a folder an earlier run filled (its printed 'folder'; one size, "
                              "same layout) instead of filling a new one: before/after comparisons at 1M "
                              "without an hour of filling each")
+    parser.add_argument("--text-vectors", type=Path, default=None, metavar="LOCOMO_JSON",
+                        help="filler vectors drawn from the local model's vectors of this LoCoMo file's turns "
+                             "(text-like) instead of random unit vectors (HNSW's worst case)")
     parser.add_argument("--breakdown", action="store_true",
                         help="also time the parts of context() (journal reads, embedder, index, gc) apart")
     parser.add_argument("--plot-only", nargs="+", default=None, metavar="JSON",
@@ -334,6 +366,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.reuse is not None and (args.servers or "," in args.sizes or not args.reuse.is_dir()):
         parser.error(f"--reuse ({args.reuse}) takes one existing folder, one size and no --servers")
+    if args.text_vectors is not None and (args.no_vectors or args.reuse or not args.text_vectors.is_file()):
+        parser.error(f"--text-vectors ({args.text_vectors}) takes an existing LoCoMo file, and no --no-vectors "
+                     "or --reuse (a reused fill keeps its vectors)")
     if args.per_session < 2 or args.per_session % 2:
         parser.error(f"--per-session ({args.per_session}) must be an even number >= 2 (user/assistant turns)")
     if args.plot_only:
@@ -369,7 +404,7 @@ def run(args: argparse.Namespace, out: Path, journal_url: str | None, chroma: st
             _reset_postgres(journal_url)
         row = measure(size, vectors=not args.no_vectors, samples=args.samples, layout=args.layout,
                       per_session=args.per_session, journal_url=journal_url, chroma=chroma, reuse=args.reuse,
-                      breakdown=args.breakdown, server=server_pid)
+                      breakdown=args.breakdown, server=server_pid, text_vectors=args.text_vectors)
         rows.append(row)
         print(json.dumps(row), flush=True)
         out.with_suffix(".json").write_text(json.dumps(rows, indent=2))  # what is done survives an interrupt

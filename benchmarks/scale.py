@@ -22,9 +22,9 @@ structure to exploit: at 500k vectors its search costs ~7x what it costs on text
 instead: the local model's vectors of that file's turns (each pair of consecutive messages of a
 session), drawn at random and each jittered by noise of norm ``TEXT_NOISE`` (a copy keeps cosine ~0.9 to
 its turn, as ``vector_index.py``'s ``real`` kind). They are embedded inside the fill's child process
-(about a minute), so the row's peak RSS never holds a second model. Then the live session is driven through
-the public API with the real local embedder: add() per message (durable), flush(), then for each
-new question: context() with recall, search() with k=10 at session and user scope, and the
+(about 40 s on the 2-core host), so the row's peak RSS never holds a second model. Then the live
+session is driven through the public API with the real local embedder: add() per message (durable),
+flush(), then for each new question: context() with recall, search() with k=10 at session and user scope, and the
 embedder alone on the same question (its own time, the yardstick of issue 15's target 2). The row's
 figures are the first ``--samples`` questions after the fill; as many more follow, the same calls, and
 their context() is ``warm_context`` (a large fill is read from disk at first: ``benchmarks/warmup.py``

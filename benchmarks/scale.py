@@ -110,8 +110,9 @@ def filler_namespaces(size: int, layout: str, per_session: int) -> list[tuple[Na
 
 
 def text_pool(path: Path, memory: TieredMemory) -> Any:
-    """``--text-vectors``: unit vectors of a LoCoMo file's turns (each pair of consecutive messages of a
-    session, as a recall record holds a turn), by the memory's own embedder."""
+    """``--text-vectors``: unit vectors, by the memory's own embedder, of every pair of consecutive messages
+    of each session of a LoCoMo file (overlapping pairs, about the length of a turn; not the core's own
+    grouping, ``eval.datasets.turns_of``, which the committed text-vector rows predate)."""
     from langmem_tiers.eval.datasets import load_locomo
 
     turns = [f"{a.name}: {a.text}\n{b.name}: {b.text}" for haystack in load_locomo(path)
@@ -157,6 +158,16 @@ def fill(memory: TieredMemory, size: int, rng: random.Random, vectors: bool, lay
                 store.upsert([recall.vector_id(r.id) for r in recs], vecs.tolist(), None,
                              [recall._metadata(r, ns_id) for r in recs])
             journal.outbox_done(journal.outbox(2 * len(record_ids)))
+
+
+def _filler_vectors(vectors: bool, text_vectors: Path | None, reuse: Path | None) -> str | None:
+    """What the row's filler vectors were: ``none``, ``random`` or ``text``; ``None`` for a reused fill,
+    whose vectors this run did not write."""
+    if reuse is not None:
+        return None
+    if not vectors:
+        return "none"
+    return "text" if text_vectors else "random"
 
 
 def _timed(fn: Any) -> float:
@@ -277,9 +288,7 @@ def measure(size: int, vectors: bool, samples: int, layout: str, per_session: in
         mark("end")
     row: dict[str, Any] = {
         "layout": layout, "size": size, "stored_messages": total, "vectors": vectors,
-        # None for a reused fill: this run did not write its vectors.
-        "filler_vectors": None if reuse else ("text" if text_vectors else "random") if vectors else "none",
-        "fill_s": round(fill_s, 1),
+        "filler_vectors": _filler_vectors(vectors, text_vectors, reuse), "fill_s": round(fill_s, 1),
         "samples": samples, "cold_context_ms": round(cold_ms, 2), "graph_build_s": round(build_s, 1),
     }
     for name, values in (("add", add_ms), ("context", context_ms), ("warm_context", warm_ms), ("turn_context", turn_ms),

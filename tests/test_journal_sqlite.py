@@ -337,10 +337,8 @@ def test_v3_langchain_ids_become_idempotency_keys(tmp_path: Path) -> None:
 def test_reads_go_through_a_memory_map_unless_it_is_turned_off(tmp_path: Path, read_only: bool) -> None:
     path = tmp_path / "journal.sqlite3"
     ns_id = _journal_with_data(path)
-    for off in (False, True):  # the default, then turned off
-        journal = SqliteJournal(path, read_only=read_only, mmap_bytes=0) if off else SqliteJournal(
-            path, read_only=read_only)
-        mapped = 0 if off else DEFAULT_MMAP_BYTES
+    for extra, mapped in (({}, DEFAULT_MMAP_BYTES), ({"mmap_bytes": 0}, 0)):  # the default, then turned off
+        journal = SqliteJournal(path, read_only=read_only, **extra)
         try:
             assert journal._db.execute("PRAGMA mmap_size").fetchone()[0] == mapped
             assert [m.text for m in journal.iter_messages(ns_id)] == ["kayaks are fun"]

@@ -479,7 +479,8 @@ Ranker = Callable[[Sql, str, Sequence[int], int, Sequence[str] | None, int], lis
 # candidates' rows); SQLite's own page cache is 2 MB, so most of them are likely read with a system call
 # and a copy. Mapped, a page the kernel holds is read in place: BENCHMARKS.md, issue 15, session 45 (A/B
 # at 1M, both orders: p50 32.2 -> 26.1 and 28.5 -> 25.4 ms; 1k unchanged). Writes still go through
-# SQLite's usual path (its journal and WAL are untouched).
+# SQLite's usual path (its journal and WAL are untouched). The cost is resident memory: the mapped pages
+# count in the process's RSS, up to 354 MB of a 1M history's journal (issue 15, session 46).
 DEFAULT_MMAP_BYTES = 1 << 30
 
 

@@ -32,6 +32,15 @@ that keep a long tail as the history grows). Query shapes: "rare" ("What did I s
     .venv/bin/python benchmarks/sql_layer_cost.py --keyword-scale 10000,100000,1000000 --keep KEEP_DIR
     .venv/bin/python benchmarks/sql_layer_cost.py --keyword-scale 10000,100000 --backend postgres
 
+With ``--held-counts`` (SQLite) both sides keep the budget, and the pair is the term counts the
+journal holds between searches (``keyword_budget.TermCounts``) against the same search with them
+dropped before the call; before each pair one chat line is appended to the user's last session (a
+conversation grows between questions), so the held side pays its seeks to the new matches. The
+"same" column is then an exactness check: the held counts must give the hits of counting afresh.
+The appended lines are deleted at the end, so a kept journal holds what it held.
+
+    .venv/bin/python benchmarks/sql_layer_cost.py --keyword-scale 100000,1000000 --held-counts --keep KEEP_DIR
+
 ``--decode N`` times ``journal.records()`` of N turn records (a context() loads ~300 candidates) on
 SQLite, and the row decoder alone against the one it replaced (every column through json.loads),
 on the same rows, alternated call by call.
@@ -428,37 +437,53 @@ def scale_journal(backend: str, size: int, sessions: int, lines: list[str], keep
 
 
 def keyword_scale_rows(backend: str, sizes: list[int], layouts: list[str], n: int, chat: Path,
-                       keep: Path | None, pg_url: str | None) -> list[tuple[Any, ...]]:
+                       keep: Path | None, pg_url: str | None, held_counts: bool = False) -> list[tuple[Any, ...]]:
+    import random
+
+    from langmem_tiers.journal.base import NewRecord
+
     lines, questions = chat_corpus(chat)
     shapes = query_shapes(lines, questions, n)
+    sides = ("dropped", "held") if held_counts else ("unbounded", "bounded")
+    rng = random.Random(11)
     rows: list[tuple[Any, ...]] = []
     for size in sizes:
         for layout in layouts:
             journal, ns_ids = scale_journal(backend, size, 1 if layout == "one" else 1000, lines, keep, pg_url)
             default = journal.keyword_budget
+            appended: list[int] = []
             try:
                 for shape, queries in shapes.items():
-                    times: dict[str, list[float]] = {"unbounded": [], "bounded": []}
-                    hits: dict[str, list[list[int]]] = {"unbounded": [], "bounded": []}
+                    times: dict[str, list[float]] = {name: [] for name in sides}
+                    hits: dict[str, list[list[int]]] = {name: [] for name in sides}
                     for q in queries[:5]:  # warm the page cache
                         journal.keyword_search(q, ns_ids, SCALE_K)
                     for i, q in enumerate(queries):
+                        if held_counts:
+                            appended += journal.add_records(ns_ids[-1], [NewRecord("turn", rng.choice(lines),
+                                                                                   created_at=1.0)])
                         # Alternate the two call by call, so a machine whose load drifts charges both alike.
-                        for name in ("unbounded", "bounded")[::1 if i % 2 else -1]:
-                            journal.keyword_budget = None if name == "unbounded" else default
+                        for name in sides[::1 if i % 2 else -1]:
+                            if held_counts:
+                                if name == "dropped":
+                                    journal._term_counts.restamp(object())  # a stamp no count was taken under
+                            else:
+                                journal.keyword_budget = None if name == "unbounded" else default
                             start = time.perf_counter()
                             found = journal.keyword_search(q, ns_ids, SCALE_K)
                             times[name].append((time.perf_counter() - start) * 1000)
                             hits[name].append([h.record_id for h in found])
-                    same = sum(a == b for a, b in zip(hits["unbounded"], hits["bounded"]))
-                    overlap = statistics.mean(len(set(a) & set(b)) / max(len(a), 1)
-                                              for a, b in zip(hits["unbounded"], hits["bounded"]))
+                    first, second = (hits[name] for name in sides)
+                    same = sum(a == b for a, b in zip(first, second))
+                    overlap = statistics.mean(len(set(a) & set(b)) / max(len(a), 1) for a, b in zip(first, second))
                     p = {name: (statistics.median(v), sorted(v)[int(0.95 * (len(v) - 1))]) for name, v in times.items()}
-                    rows.append((backend, layout, size, shape, *p["unbounded"], *p["bounded"], same, len(queries),
+                    rows.append((backend, layout, size, shape, *p[sides[0]], *p[sides[1]], same, len(queries),
                                  overlap))
                     print(_scale_line(rows[-1]), flush=True)
             finally:
                 journal.keyword_budget = default
+                if appended:
+                    journal.delete_records(appended)
                 journal.close()
     return rows
 
@@ -514,6 +539,8 @@ def decode_rows(count: int, n: int) -> list[tuple[str, float, float]]:
 
 SCALE_HEADER = (f"{'backend':<9}{'layout':<6}{'records':>9}  {'shape':<7}{'unb p50':>10}{'unb p95':>10}"
                 f"{'bud p50':>10}{'bud p95':>10}{'same':>11}{'top20':>8}")
+HELD_HEADER = (f"{'backend':<9}{'layout':<6}{'records':>9}  {'shape':<7}{'drop p50':>10}{'drop p95':>10}"
+               f"{'held p50':>10}{'held p95':>10}{'same':>11}{'top20':>8}")
 
 
 def main() -> None:
@@ -529,6 +556,8 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, help="build SQLite journals here once and reuse them")
     parser.add_argument("--chat", type=Path, default=DEFAULT_CHAT, help="LoCoMo's data file (official format)")
     parser.add_argument("--decode", type=int, metavar="N", help="time decoding N records (journal.records)")
+    parser.add_argument("--held-counts", action="store_true",
+                        help="with --keyword-scale (SQLite): the term counts held between searches against dropped")
     args = parser.parse_args()
     if args.decode:
         print(f"{'operation':<44}{'p50 ms':>9}{'p95 ms':>9}")
@@ -539,9 +568,11 @@ def main() -> None:
         sizes = [int(s) for s in args.keyword_scale.split(",")]
         layouts = args.layouts.split(",")
         queries = args.n if args.n != 1000 else 60
+        if args.held_counts and args.backend != "sqlite":
+            parser.error("--held-counts is a SQLite journal's (PostgreSQL counts in its GIN index at each search)")
         with throwaway_postgres(args.postgres, args.backend == "postgres") as url:
-            print(SCALE_HEADER)
-            keyword_scale_rows(args.backend, sizes, layouts, queries, args.chat, args.keep, url)
+            print(HELD_HEADER if args.held_counts else SCALE_HEADER)
+            keyword_scale_rows(args.backend, sizes, layouts, queries, args.chat, args.keep, url, args.held_counts)
         return
     if args.keyword:
         with throwaway_postgres(args.postgres, True) as url:

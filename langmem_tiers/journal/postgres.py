@@ -248,8 +248,16 @@ def _v11_changes_nothing_here(db: Sql) -> None:
     in opposite orders could deadlock on it."""
 
 
+def _v12_changes_nothing_here(db: Sql) -> None:
+    """Schema version 12 counts SQLite's record deletes and edits in one meta row (sqlite.py's V12_SQL), for
+    the term counts its keyword search keeps between searches. PostgreSQL counts its terms in the GIN
+    index at each search (no order to walk; ``_count_matches``), and a row every delete of every user
+    moves would queue all of them on it."""
+
+
 MIGRATIONS: tuple[str | Callable[[Sql], None], ...] = (
-    *_OLD_MIGRATIONS, _migrate_to_v4, V5_SQL, V6_SQL, V7_SQL, V8_SQL, V9_SQL, V10_SQL, _v11_changes_nothing_here)
+    *_OLD_MIGRATIONS, _migrate_to_v4, V5_SQL, V6_SQL, V7_SQL, V8_SQL, V9_SQL, V10_SQL, _v11_changes_nothing_here,
+    _v12_changes_nothing_here)
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 # The server's clock, in epoch seconds: leases and retry times of replicas on several hosts

@@ -36,7 +36,7 @@ from langmem_tiers.journal.base import (
     search_terms,
 )
 from langmem_tiers.journal.encryption import ALGORITHM, META_KEY, FieldCipher, RowCodec, cipher_for
-from langmem_tiers.journal.keyword_budget import TermCount, plan_terms, recency_windows
+from langmem_tiers.journal.keyword_budget import TermCount, TermCounts, counted_since, plan_terms, recency_windows
 from langmem_tiers.journal.sql_core import Sql, fold_nfc, scope_size
 from langmem_tiers.journal.sql_journal import ListingCache, SqlJournal, check_version, finish_migration
 from langmem_tiers.keyring import KeyRing
@@ -336,8 +336,23 @@ END;
 CREATE INDEX namespaces_growth ON namespaces (user_id, last_record_id);
 """
 
+# Schema version 12, the journal's deletes and edits in one number: a keyword search keeps its terms'
+# match counts between searches (``keyword_budget.TermCounts``), exact across appends, and drops them
+# when this moves (in any process: the triggers run whoever writes). A number only: erasing a record
+# leaves no text in it.
+V12_SQL = """
+INSERT OR IGNORE INTO meta VALUES ('records_churn', '0');
+CREATE TRIGGER records_churn_ad AFTER DELETE ON records BEGIN
+    UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'records_churn';
+END;
+CREATE TRIGGER records_churn_au AFTER UPDATE OF text, terms ON records
+WHEN old.text IS NOT new.text OR old.terms IS NOT new.terms BEGIN
+    UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'records_churn';
+END;
+"""
+
 MIGRATIONS: tuple[str | Callable[[Sql], None], ...] = (
-    *_OLD_MIGRATIONS, _migrate_to_v4, V5_SQL, V6_SQL, V7_SQL, V8_SQL, V9_SQL, V10_SQL, V11_SQL)
+    *_OLD_MIGRATIONS, _migrate_to_v4, V5_SQL, V6_SQL, V7_SQL, V8_SQL, V9_SQL, V10_SQL, V11_SQL, V12_SQL)
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 # How long a freshly opened journal waits on the file before reporting it busy.
@@ -526,6 +541,7 @@ class SqliteJournal(SqlJournal):
         # Names of the sessions this process resolved, to say which one a stale handle lost (memory only).
         self._names: dict[int, Namespace] = {}
         self._listings = ListingCache()  # the newest listing of each scope read (SqlJournal.scope_listing)
+        self._term_counts = TermCounts()  # keyword_search's counts of query terms, kept exact between searches
         self._cipher = None
         self._check_path()
         reason = read_only_reason(self.path)
@@ -756,7 +772,7 @@ class SqliteJournal(SqlJournal):
                 # As without a budget: FTS5 narrows by the scope's terms (few records: cheap).
                 match = fts_query("", ns_ids, terms)
                 return _hits(ranked(db, match, ns_ids, k, kinds, 0) if match else [])
-            counts = [c for c in (self._count_matches(db, t, budget + 1) for t in terms) if c.matches > 0]
+            counts = [c for c in self._counts(db, terms, budget + 1) if c.matches > 0]
             if not counts:
                 return []  # words the journal never held: nothing matches (as PostgreSQL's _bounded_bm25)
             plan = plan_terms(counts, budget)
@@ -800,11 +816,38 @@ class SqliteJournal(SqlJournal):
                           "ORDER BY rowid DESC LIMIT ?", (match, below, limit))
         return [int(r[0]) for r in rows]
 
+    def _counts(self, db: Sql, terms: Sequence[str], cap: int) -> list[TermCount]:
+        """Each term's matches in the whole journal up to ``cap`` (:meth:`_count_matches`), through the counts
+        held from earlier searches: a held count costs a seek to the matches appended since it was taken."""
+        churn, top = db.one("SELECT (SELECT value FROM meta WHERE key = 'records_churn'), "
+                            "(SELECT coalesce(max(id), 0) FROM records)")
+        if churn is None:  # a read-only journal of an older schema: nothing tells its deletes, count afresh
+            return [self._count_matches(db, t, cap) for t in terms]
+        held_counts = self._term_counts
+        held_counts.restamp(churn)
+        counts = []
+        for term in terms:
+            held = held_counts.get(term, cap)
+            count = None
+            if held is not None and held[1] <= top:
+                count = held[0] if held[1] == top else counted_since(
+                    held[0], self._count_matches(db, term, cap, above=held[1], upto=top), cap)
+            if count is None:
+                count = self._count_matches(db, term, cap, upto=top)
+            held_counts.put(count, cap, top)
+            counts.append(count)
+        return counts
+
     @staticmethod
-    def _count_matches(db: Sql, term: str, cap: int) -> TermCount:
-        """A term's matches in the whole journal, newest first, counted up to ``cap`` (no ranking: cheap)."""
-        row = db.one("SELECT count(*), coalesce(min(rowid), 0) FROM (SELECT rowid FROM records_fts "
-                     "WHERE records_fts MATCH ? ORDER BY rowid DESC LIMIT ?)", (fts_query("", (), [term]), cap))
+    def _count_matches(db: Sql, term: str, cap: int, above: int = 0, upto: int | None = None) -> TermCount:
+        """A term's matches in the whole journal with ids in (``above``, ``upto``], newest first, counted up to
+        ``cap`` (no ranking: cheap; FTS5 seeks to the bounds)."""
+        sql = "SELECT rowid FROM records_fts WHERE records_fts MATCH ? AND rowid > ?"
+        args: list[Any] = [fts_query("", (), [term]), above]
+        if upto is not None:
+            sql += " AND rowid <= ?"
+            args.append(upto)
+        row = db.one(f"SELECT count(*), coalesce(min(rowid), 0) FROM ({sql} ORDER BY rowid DESC LIMIT ?)", [*args, cap])
         return TermCount(term, int(row[0]), int(row[1]))
 
     @staticmethod

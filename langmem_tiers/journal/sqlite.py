@@ -830,13 +830,23 @@ class SqliteJournal(SqlJournal):
             held = held_counts.get(term, cap)
             count = None
             if held is not None and held[1] <= top:
-                count = held[0] if held[1] == top else counted_since(
+                grown = held[0] if held[1] == top else counted_since(
                     held[0], self._count_matches(db, term, cap, above=held[1], upto=top), cap)
+                count = grown if isinstance(grown, TermCount) else self._window_moved(db, held[0], grown, cap)
             if count is None:
                 count = self._count_matches(db, term, cap, upto=top)
             held_counts.put(count, cap, top)
             counts.append(count)
         return counts
+
+    @staticmethod
+    def _window_moved(db: Sql, held: TermCount, left: int, cap: int) -> TermCount | None:
+        """``held``'s term over ``cap`` once its ``left`` oldest counted matches left the window of the newest
+        ``cap``: the new oldest is the match ``left`` places above the held oldest (no delete since: the
+        matches there are the held ones). ``None`` if the index disagrees (count afresh)."""
+        row = db.one("SELECT rowid FROM records_fts WHERE records_fts MATCH ? AND rowid >= ? "
+                     "ORDER BY rowid LIMIT 1 OFFSET ?", (fts_query("", (), [held.term]), held.oldest, left))
+        return TermCount(held.term, cap, int(row[0])) if row else None
 
     @staticmethod
     def _count_matches(db: Sql, term: str, cap: int, above: int = 0, upto: int | None = None) -> TermCount:

@@ -132,6 +132,14 @@ def test_a_delete_or_edit_by_another_connection_drops_the_held_counts(
     assert set(apples[4:]) <= set(after)
 
 
+def test_erasing_a_session_drops_the_held_counts_at_once(filled: tuple[SqliteJournal, int, list[int]]) -> None:
+    journal, ns_id, _ = filled
+    _search(journal, ns_id)
+    assert len(journal._term_counts) == 2
+    journal.delete_namespaces([ns_id])
+    assert len(journal._term_counts) == 0
+
+
 def test_a_version_11_journal_migrates_with_its_churn_counted_from_zero(tmp_path: Path) -> None:
     backend = _sqlite_backend(tmp_path)
     backend.create_at_version(11)

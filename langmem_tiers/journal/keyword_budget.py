@@ -161,7 +161,8 @@ class TermCounts:
     an edit of indexed text can lower any count: the journal passes its count of those
     (``stamp``), and a new stamp drops every count. Bounded to ``capacity`` terms, least recently
     used out first. Holds terms (query words, or an encrypted journal's blind tokens) and numbers,
-    never a record's text. Not thread-safe: the journal calls it under its connection's lock.
+    never a record's text; a journal that erases sessions drops them at once, before any next search.
+    Not thread-safe: the journal calls it under its connection's lock.
     """
 
     def __init__(self, capacity: int = COUNTS_KEPT) -> None:
@@ -175,8 +176,11 @@ class TermCounts:
     def restamp(self, stamp: object) -> None:
         """Drop every count unless ``stamp`` (the journal's deletes and edits) is the one they were counted under."""
         if stamp != self._stamp:
-            self._held.clear()
+            self.clear()
             self._stamp = stamp
+
+    def clear(self) -> None:
+        self._held.clear()
 
     def get(self, term: str, cap: int) -> tuple[TermCount, int] | None:
         """``term``'s count up to ``cap`` and the largest record id it saw, if held."""

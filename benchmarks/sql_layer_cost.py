@@ -34,10 +34,10 @@ that keep a long tail as the history grows). Query shapes: "rare" ("What did I s
 
 With ``--held-counts`` (SQLite) both sides keep the budget, and the pair is the term counts the
 journal holds between searches (``keyword_budget.TermCounts``) against the same search with them
-dropped before the call; before each pair one chat line is appended to the user's last session (a
-conversation grows between questions), so the held side pays its seeks to the new matches. The
-"same" column is then an exactness check: the held counts must give the hits of counting afresh.
-The appended lines are deleted at the end, so a kept journal holds what it held.
+counted afresh into throwaway counts; before each pair one chat line is appended to the user's last
+session (a conversation grows between questions), so the held side pays its seeks to the new matches.
+The "same" column is then an exactness check: the held counts must give the hits of counting afresh.
+The appended lines are deleted at the end: a kept journal holds the same records (its ids move on).
 
     .venv/bin/python benchmarks/sql_layer_cost.py --keyword-scale 100000,1000000 --held-counts --keep KEEP_DIR
 
@@ -441,6 +441,7 @@ def keyword_scale_rows(backend: str, sizes: list[int], layouts: list[str], n: in
     import random
 
     from langmem_tiers.journal.base import NewRecord
+    from langmem_tiers.journal.keyword_budget import TermCounts
 
     lines, questions = chat_corpus(chat)
     shapes = query_shapes(lines, questions, n)
@@ -464,14 +465,17 @@ def keyword_scale_rows(backend: str, sizes: list[int], layouts: list[str], n: in
                                                                                    created_at=1.0)])
                         # Alternate the two call by call, so a machine whose load drifts charges both alike.
                         for name in sides[::1 if i % 2 else -1]:
-                            if held_counts:
-                                if name == "dropped":
-                                    journal._term_counts.clear()  # every word counted afresh in this call
-                            else:
+                            if not held_counts:
                                 journal.keyword_budget = None if name == "unbounded" else default
+                            held = journal._term_counts
+                            if name == "dropped":
+                                # Every word counted afresh, into counts thrown away after the call: kept,
+                                # they would spare the held side's next call its seeks to the new matches.
+                                journal._term_counts = TermCounts()
                             start = time.perf_counter()
                             found = journal.keyword_search(q, ns_ids, SCALE_K)
                             times[name].append((time.perf_counter() - start) * 1000)
+                            journal._term_counts = held
                             hits[name].append([h.record_id for h in found])
                     first, second = (hits[name] for name in sides)
                     same = sum(a == b for a, b in zip(first, second))

@@ -16,20 +16,17 @@ from typing import Any
 import pytest
 
 from langmem_tiers.journal.base import Namespace, NewRecord
-from langmem_tiers.journal.keyword_budget import KEYWORD_BUDGET, TermCount, TermCounts
+from langmem_tiers.journal.keyword_budget import TermCount, TermCounts
 from langmem_tiers.journal.sqlite import SqliteJournal
 from tests.test_journal_contract import _sqlite_backend
+from tests.test_journal_keyword_budget import _ids
 
 BUDGET = 4
 QUERY = "apple banana"
 
 
-def _search(journal: SqliteJournal, ns_id: int, query: str = QUERY) -> list[int]:
-    journal.keyword_budget = BUDGET
-    try:
-        return [h.record_id for h in journal.keyword_search(query, [ns_id], 10)]
-    finally:
-        journal.keyword_budget = KEYWORD_BUDGET
+def _search(journal: SqliteJournal, ns_id: int) -> list[int]:
+    return _ids(journal, QUERY, [ns_id], budget=BUDGET)
 
 
 def _fresh(path: Path, ns_id: int) -> list[int]:

@@ -827,12 +827,12 @@ class SqliteJournal(SqlJournal):
         held_counts.restamp(churn)
         counts = []
         for term in terms:
-            held = held_counts.get(term, cap)
+            held, upto = held_counts.get(term, cap) or (None, top + 1)
             count = None
-            if held is not None and held[1] <= top:
-                grown = held[0] if held[1] == top else counted_since(
-                    held[0], self._count_matches(db, term, cap, above=held[1], upto=top), cap)
-                count = grown if isinstance(grown, TermCount) else self._window_moved(db, held[0], grown, cap)
+            if held is not None and upto <= top:
+                grown = held if upto == top else counted_since(
+                    held, self._count_matches(db, term, cap, above=upto, upto=top), cap)
+                count = grown if isinstance(grown, TermCount) else self._window_moved(db, held, grown, cap)
             if count is None:
                 count = self._count_matches(db, term, cap, upto=top)
             held_counts.put(count, cap, top)

@@ -57,7 +57,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import itertools
 import json
 import multiprocessing
 import os
@@ -110,13 +109,13 @@ def filler_namespaces(size: int, layout: str, per_session: int) -> list[tuple[Na
 
 
 def text_pool(path: Path, memory: TieredMemory) -> Any:
-    """``--text-vectors``: unit vectors, by the memory's own embedder, of every pair of consecutive messages
-    of each session of a LoCoMo file (overlapping pairs, about the length of a turn; not the core's own
-    grouping, ``eval.datasets.turns_of``, which the committed text-vector rows predate)."""
-    from langmem_tiers.eval.datasets import load_locomo
+    """``--text-vectors``: unit vectors, by the memory's own embedder, of every whole turn of a LoCoMo file, as
+    the core groups and writes them (``eval.datasets.turns_of``, one ``speaker: text`` line per message). Rows
+    committed before session 48 were made from overlapping pairs of consecutive messages instead."""
+    from langmem_tiers.eval.datasets import load_locomo, turns_of
 
-    turns = [f"{a.name}: {a.text}\n{b.name}: {b.text}" for haystack in load_locomo(path)
-             for session in haystack.sessions for a, b in itertools.pairwise(session)]
+    turns = ["\n".join(m.line for m in turn) for haystack in load_locomo(path)
+             for session in haystack.sessions for turn in turns_of(session)]
     assert memory.recall is not None
     assert memory.recall.embedder is not None
     pool = np.asarray(memory.recall.embedder.embed(turns), dtype=np.float32)

@@ -55,13 +55,13 @@ def compare(a: np.ndarray, b: np.ndarray) -> dict[str, float]:
 
 
 def throughput(embedder: LocalEmbedder, items: list[str], sizes: list[int]) -> dict[str, float]:
-    """Texts per second of one ``embed`` call over ``items`` at each batch size (best of two)."""
+    """Texts per second of one ``embed`` call over ``items`` at each batch size (best of two), on the
+    embedder's device and runtime (a process loads a model once per device and runtime)."""
     out: dict[str, float] = {}
     for size in sizes:
-        embedder._batch_size = size  # the vectors do not depend on it (LocalEmbedder's contract)
-        best = min(_seconds(lambda: embedder.embed(items)) for _ in range(2))
+        sized = LocalEmbedder(device=embedder.device, runtime=embedder.runtime, batch_size=size)
+        best = min(_seconds(lambda e=sized: e.embed(items)) for _ in range(2))
         out[str(size)] = round(len(items) / best, 1)
-    embedder._batch_size = None
     return out
 
 

@@ -418,9 +418,14 @@ class SqlJournal:
                 removed += core.delete_ns_content(db, ns_id)
                 db.execute("DELETE FROM state WHERE ns=?", (ns_id,))
                 db.execute("DELETE FROM namespaces WHERE ns=?", (ns_id,))
-        self._listings.clear()  # no listing keeps an erased session's ids in memory
+        self._forget_held()
         shred_orphans(self._cipher, erased, self._subject_in_use)
         return removed
+
+    def _forget_held(self) -> None:
+        """Drop what this process holds in memory about the journal's sessions, once some were erased:
+        no listing keeps an erased session's ids. A backend that holds more extends it."""
+        self._listings.clear()
 
     def _subject_in_use(self, ns: Namespace) -> bool:
         """Whether a namespace sealed with ``ns``'s key still exists (its user, or the anonymous session)."""

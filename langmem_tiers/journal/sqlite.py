@@ -965,11 +965,10 @@ class SqliteJournal(SqlJournal):
 
     # --- physical erasure -----------------------------------------------------
 
-    def delete_namespaces(self, ns_ids: Sequence[int]) -> list[int]:
-        removed = super().delete_namespaces(ns_ids)
+    def _forget_held(self) -> None:
+        super()._forget_held()
         with self._lock:
             self._term_counts.clear()  # no word asked of an erased session stays in memory
-        return removed
 
     def compact(self) -> bool:
         """Remove what deletes left behind on disk; True when the WAL was fully truncated.

@@ -827,17 +827,23 @@ class SqliteJournal(SqlJournal):
         held_counts.restamp(churn)
         counts = []
         for term in terms:
-            held, upto = held_counts.get(term, cap) or (None, top + 1)
-            count = None
-            if held is not None and upto <= top:
-                grown = held if upto == top else counted_since(
-                    held, self._count_matches(db, term, cap, above=upto, upto=top), cap)
-                count = grown if isinstance(grown, TermCount) else self._window_moved(db, held, grown, cap)
+            entry = held_counts.get(term, cap)
+            count = self._brought_up(db, *entry, cap, top) if entry is not None else None
             if count is None:
                 count = self._count_matches(db, term, cap, upto=top)
             held_counts.put(count, cap, top)
             counts.append(count)
         return counts
+
+    def _brought_up(self, db: Sql, held: TermCount, upto: int, cap: int, top: int) -> TermCount | None:
+        """``held`` (counted over the records up to id ``upto``) over those up to ``top``: a seek to the matches
+        appended since. ``None`` where it cannot be (ids above ``top``, or the index disagrees): count afresh."""
+        if upto > top:
+            return None
+        if upto == top:
+            return held
+        grown = counted_since(held, self._count_matches(db, held.term, cap, above=upto, upto=top), cap)
+        return grown if isinstance(grown, TermCount) else self._window_moved(db, held, grown, cap)
 
     @staticmethod
     def _window_moved(db: Sql, held: TermCount, left: int, cap: int) -> TermCount | None:

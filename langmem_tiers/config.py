@@ -15,6 +15,7 @@ OversizePolicy = Literal["truncate", "keep", "error"]
 RecallUnit = Literal["turn", "message"]
 RecallScope = Literal["session", "user", "agent"]
 SummaryRole = Literal["system", "user", "assistant"]
+EmbeddedVectors = Literal["chroma", "sqlite"]
 
 
 @dataclass(frozen=True)
@@ -120,6 +121,13 @@ class MemoryConfig:
             first. A scope that alone would exceed it is answered by Chroma's filtered query instead.
             The default (640) holds one million 384-d vectors as int8 HNSW (about 0.6 KB each), so a
             user with a million stored messages is searched in memory; lower it on a small machine.
+        embedded_vectors: where an embedded folder keeps its vectors: ``"chroma"`` (embedded Chroma,
+            which holds its whole float32 index of the folder in this process, about 2 KB a vector)
+            or ``"sqlite"`` (one SQLite file on disk, searched through the in-process indexes that
+            ``vector_cache_mb`` bounds; see :mod:`langmem_tiers.recall.sqlite_vectors`). ``None``
+            (default): whichever the folder already holds, Chroma for a new folder. A folder keeps
+            its choice: asking for the other one is refused until its vectors are removed. Not used
+            with ``chroma=`` (a server or client).
         expiry_sweep_s: the periodic sweep erases a user's expired memories at the first write
             after this many seconds since the last sweep (``0``: only ``cleanup()`` erases them;
             they are filtered out either way). See :mod:`langmem_tiers.memory_types.expiry`.
@@ -168,6 +176,7 @@ class MemoryConfig:
     recall_keyword_weight: float = FusionParams.keyword_weight
     recall_vector_weight: float = FusionParams.vector_weight
     vector_cache_mb: int = 640
+    embedded_vectors: EmbeddedVectors | None = None
 
     def __post_init__(self) -> None:
         for name in ("context_tokens", "window_tokens", "summary_tokens", "summary_input_tokens",
@@ -225,6 +234,9 @@ class MemoryConfig:
                 raise ConfigError(f"{name} ({getattr(self, name)!r}) must be True or False")
         if self.recall_unit not in ("turn", "message"):
             raise ConfigError(f"recall_unit ({self.recall_unit!r}) must be 'turn' or 'message'")
+        if self.embedded_vectors not in (None, "chroma", "sqlite"):
+            raise ConfigError(f"embedded_vectors ({self.embedded_vectors!r}) must be 'chroma', 'sqlite' or None "
+                              "(whichever the folder holds)")
         if self.recall_scope not in ("session", "user", "agent"):
             raise ConfigError(f"recall_scope ({self.recall_scope!r}) must be 'session', 'user' or 'agent'")
         if self.summary_role not in ("system", "user", "assistant"):

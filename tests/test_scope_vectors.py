@@ -1,9 +1,11 @@
-"""The per-scope vector indexes agree with Chroma as records come and go, exact and HNSW alike."""
+"""The per-scope vector indexes agree with the vector store as records come and go, exact and HNSW alike,
+over both embedded stores (Chroma, and vectors in SQLite)."""
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,13 @@ from langmem_tiers.recall import scope_vectors
 from langmem_tiers.recall.scope_vectors import HOT_WINDOW, ScopeVectors, _ExactRows, _HnswRows
 
 DIM = 32
+EMBEDDED_VECTORS: str | None = None  # the store _open() uses (None: Chroma); every test runs on each
+
+
+@pytest.fixture(autouse=True, params=[None, "sqlite"], ids=["chroma", "sqlite"])
+def embedded_vectors(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str | None:
+    monkeypatch.setattr(sys.modules[__name__], "EMBEDDED_VECTORS", request.param)
+    return request.param  # type: ignore[no-any-return]
 
 
 def _vectors(texts: list[str]) -> list[list[float]]:
@@ -31,9 +40,19 @@ def _vectors(texts: list[str]) -> list[list[float]]:
 
 
 def _open(path: Path, session: str = "s") -> TieredMemory:
-    config = MemoryConfig(context_tokens=400, window_tokens=60, summary_tokens=20, recall_tokens=100)
+    config = MemoryConfig(context_tokens=400, window_tokens=60, summary_tokens=20, recall_tokens=100,
+                          embedded_vectors=EMBEDDED_VECTORS)  # type: ignore[arg-type]
     return TieredMemory.open(path, session_id=session, user_id="u", config=config, counter=WordCounter(),
                              embedder=CallableEmbedder(_vectors, dimension=DIM, key="test:hash32"))
+
+
+def _other_handle(path: Path, a: TieredMemory) -> TieredMemory:
+    """A second memory on A's folder with its own journal connection and recall index (standing in for
+    another process): on A's Chroma store (one process per embedded Chroma folder), or its own SQLite
+    vector store connection."""
+    assert a.recall is not None
+    return TieredMemory.open(path, session_id="s", user_id="u", config=a.config, counter=WordCounter(),
+                             embedder=a.recall.embedder, chroma=a.recall.store if EMBEDDED_VECTORS is None else None)
 
 
 def _ids_counted(cache: ScopeVectors) -> None:
@@ -168,8 +187,7 @@ def test_a_record_embedded_later_by_another_process_is_found(tmp_path: Path) -> 
     next query must see it, though no record was added or deleted since."""
     a = _open(tmp_path)
     assert a.recall is not None
-    b = TieredMemory.open(tmp_path, session_id="s", user_id="u", config=a.config, counter=WordCounter(),
-                          embedder=a.recall.embedder, chroma=a.recall.store)
+    b = _other_handle(tmp_path, a)
     try:
         a.add("user", "alpha beta gamma")
         a.add("assistant", "ok")
@@ -218,8 +236,7 @@ def test_records_added_while_an_entry_is_read_are_fetched_once(tmp_path: Path) -
     (Chroma refuses the whole request, and recall silently fell back to keywords)."""
     a = _open(tmp_path)
     assert a.recall is not None
-    b = TieredMemory.open(tmp_path, session_id="s", user_id="u", config=a.config, counter=WordCounter(),
-                          embedder=a.recall.embedder, chroma=a.recall.store)
+    b = _other_handle(tmp_path, a)
     try:
         for i in range(3):
             a.add("user", f"first fact {i} about rivers")
@@ -372,8 +389,7 @@ def test_hnsw_entry_finds_planted_records_and_applies_deletions(tmp_path: Path) 
 def test_hnsw_entry_picks_up_records_added_by_another_handle(tmp_path: Path) -> None:
     a = _open(tmp_path)
     assert a.recall is not None
-    b = TieredMemory.open(tmp_path, session_id="s", user_id="u", config=a.config, counter=WordCounter(),
-                          embedder=a.recall.embedder, chroma=a.recall.store)
+    b = _other_handle(tmp_path, a)
     try:
         cache = _small_index(a)
         for i in range(20):
@@ -455,7 +471,7 @@ def test_vector_cache_mb_is_validated_and_bounds_the_index(tmp_path: Path) -> No
     with pytest.raises(ConfigError, match="vector_cache_mb"):
         MemoryConfig(vector_cache_mb=0)
     config = MemoryConfig(context_tokens=400, window_tokens=60, summary_tokens=20, recall_tokens=100,
-                          vector_cache_mb=3)
+                          vector_cache_mb=3, embedded_vectors=EMBEDDED_VECTORS)  # type: ignore[arg-type]
     with TieredMemory.open(tmp_path, session_id="s", user_id="u", config=config, counter=WordCounter(),
                            embedder=CallableEmbedder(_vectors, dimension=DIM, key="test:hash32")) as memory:
         assert _cache(memory).max_bytes == 3 * 2**20
@@ -703,8 +719,7 @@ def test_an_offered_vector_is_not_used_once_its_text_was_edited_elsewhere(tmp_pa
     namespace's edit count moved since A read the text, so A's offered vector is stale."""
     a = _open(tmp_path)
     assert a.recall is not None
-    b = TieredMemory.open(tmp_path, session_id="s", user_id="u", config=a.config, counter=WordCounter(),
-                          embedder=a.recall.embedder, chroma=a.recall.store)
+    b = _other_handle(tmp_path, a)
     try:
         record_id = a.remember("the old text about violins")
         a.flush()

@@ -1,4 +1,5 @@
-"""ChromaStore against real Chroma: embedded (PersistentClient) and a `chroma run` server."""
+"""The vector store contract against real stores: Chroma embedded (PersistentClient), a `chroma run`
+server, and SqliteVectorStore (vectors in one SQLite file)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from typing import Any
 import pytest
 
 from langmem_tiers.errors import ConfigError, RecallError
-from langmem_tiers.recall.vector_store import ChromaStore, VectorHit, _parse_server
+from langmem_tiers.recall.sqlite_vectors import SqliteVectorStore
+from langmem_tiers.recall.vector_store import ChromaStore, VectorHit, VectorStore, _parse_server
 
 chromadb = pytest.importorskip("chromadb")
 
@@ -17,7 +19,7 @@ from chromadb.config import Settings  # noqa: E402
 
 from tests.support.chroma_server import chroma_server, free_port, unique_collection  # noqa: E402
 
-StoreFactory = Callable[[], ChromaStore]
+StoreFactory = Callable[[], VectorStore]
 
 
 @pytest.fixture(scope="module")
@@ -33,9 +35,11 @@ def chroma_http(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str,
         yield address
 
 
-@pytest.fixture(params=["embedded", "server"])
-def new_store(request: pytest.FixtureRequest) -> StoreFactory:
-    """Each call opens a new, uniquely named collection on the backend under test."""
+@pytest.fixture(params=["embedded", "server", "sqlite"])
+def new_store(request: pytest.FixtureRequest, tmp_path: Path) -> StoreFactory:
+    """Each call opens a new, uniquely named collection (a new folder for SQLite) on the backend under test."""
+    if request.param == "sqlite":
+        return lambda: SqliteVectorStore(tmp_path / unique_collection())
     if request.param == "embedded":
         client = request.getfixturevalue("persistent_client")
         return lambda: ChromaStore.from_client(client, collection=unique_collection())
@@ -62,7 +66,7 @@ def namespace_where(user_id: str, agent_id: str, session_id: str | None, scope: 
     return clauses[0] if len(clauses) == 1 else {"$and": clauses}
 
 
-def _fill(store: ChromaStore) -> list[tuple[str, str, str, str]]:
+def _fill(store: VectorStore) -> list[tuple[str, str, str, str]]:
     rows = [(f"{u}|{a}|{s}|row", u, a, s) for u in USERS for a in AGENTS for s in SESSIONS]
     # Every row has the same vector, so only the filter can separate namespaces.
     store.upsert(
@@ -155,14 +159,18 @@ def test_unfiltered_query_and_delete_are_refused(new_store: StoreFactory, where:
     assert store.count() == 1
 
 
-def test_chroma_failures_become_recall_errors(new_store: StoreFactory) -> None:
+def test_store_failures_are_typed_errors(new_store: StoreFactory) -> None:
     store = new_store()
     store.upsert(["a"], [[1.0, 0.0, 0.0]], ["doc"], [_meta("u", "a", "s")])
     with pytest.raises(RecallError) as info:
         store.upsert(["b"], [[1.0, 0.0]], ["doc"], [_meta("u", "a", "s")])
-    assert info.value.__cause__ is not None
-    with pytest.raises(RecallError):
+    if isinstance(store, ChromaStore):
+        assert info.value.__cause__ is not None  # Chroma's own error, chained
+    # An operator the store does not know: Chroma fails inside (RecallError), SQLite refuses the filter.
+    with pytest.raises(RecallError if isinstance(store, ChromaStore) else ConfigError, match="bogus"):
         store.query([1.0, 0.0], 3, {"user_id": {"$bogus": "u"}})
+    assert store.get(["b"]) == []  # nothing of the refused upsert was written
+    assert store.count() == 1
 
 
 def test_upsert_argument_checks(new_store: StoreFactory) -> None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from langmem_tiers.config import MemoryConfig
+from langmem_tiers.config import EmbeddedVectors, MemoryConfig
 from langmem_tiers.embedders.base import Embedder
 from langmem_tiers.errors import ConfigError, MissingDependencyError
 from langmem_tiers.journal.base import Journal
@@ -22,11 +22,14 @@ from langmem_tiers.keyring import KeyRing
 from langmem_tiers.recall.engine import RecallIndex
 from langmem_tiers.recall.fusion import FusionParams
 from langmem_tiers.recall.options import RecallOptions
+from langmem_tiers.recall.sqlite_vectors import SqliteVectorStore
+from langmem_tiers.recall.vector_store import ChromaStore, VectorStore
 
 log = logging.getLogger(__name__)
 
 JOURNAL_FILE = "journal.sqlite3"
 CHROMA_DIR = "chroma"
+VECTORS_DIR = "vectors"  # embedded_vectors="sqlite": SqliteVectorStore's folder
 KEYS_DIR = "keys"  # keyring=True: per-user keys beside the journal (see docs/core/erasure.md)
 COLLECTION_LAYOUT = "_v2"  # v2: no documents, namespaces as journal ids
 LOCAL_EXTRA = "pip install 'langmem-tiers[local]'"
@@ -52,9 +55,9 @@ def open_backends(path: str | Path, *, config: MemoryConfig, embedder: Embedder 
             # file), but the journal can be read: recall is keyword-only.
             log.warning("%s is read-only: opening for reading with keyword recall only", folder)
             embedder, read_only = False, "keywords only (read-only folder: the embedded vector store cannot open)"
-        store, vectors, mode = open_vectors(folder, embedder, chroma)
+        store, vectors, mode = open_vectors(folder, embedder, chroma, config.embedded_vectors)
         owns_store = chroma is None or isinstance(chroma, str)
-        if store is not None and vectors is not None and owns_store:
+        if isinstance(store, ChromaStore) and vectors is not None and owns_store:
             retire_old_collection(store, journal, vectors)
         recall = RecallIndex(journal, store, vectors, batch_size=config.index_batch_size,
                              lease_s=config.index_lease_s, owns_store=owns_store,
@@ -102,11 +105,14 @@ def open_keyring(keyring: KeyRing | str | Path | bool | None, folder: Path | Non
     return keyring
 
 
-def open_vectors(folder: Path | None, embedder: Embedder | bool | None,
-                 chroma: Any) -> tuple[Any, Embedder | None, str]:
-    """The vector store and embedder (both None for keyword-only recall), and the recall mode in words."""
-    from langmem_tiers.recall.vector_store import ChromaStore
+def open_vectors(folder: Path | None, embedder: Embedder | bool | None, chroma: Any,
+                 engine: EmbeddedVectors | None = None) -> tuple[VectorStore | None, Embedder | None, str]:
+    """The vector store and embedder (both None for keyword-only recall), and the recall mode in words.
 
+    ``engine``: ``MemoryConfig.embedded_vectors`` (see :func:`embedded_engine`)."""
+    if chroma is not None and engine is not None:
+        raise ConfigError(f"embedded_vectors={engine!r} chooses the vector store of an embedded folder; chroma= "
+                          "names a Chroma server or client: pass one or the other")
     if embedder is False:
         return None, None, "keywords only (embedder=False)"
     mode = ""
@@ -126,8 +132,38 @@ def open_vectors(folder: Path | None, embedder: Embedder | bool | None,
     if chroma is not None:
         return ChromaStore.from_client(chroma, collection=collection_name(embedder)), embedder, mode
     if folder is None:
+        if engine is not None:
+            raise ConfigError(f"embedded_vectors={engine!r} applies to an embedded folder; a PostgreSQL journal "
+                              "needs chroma= (a Chroma server URL or client), or embedder=False")
         raise ConfigError("a PostgreSQL journal needs chroma= (a Chroma server URL or client), or embedder=False")
+    if embedded_engine(folder, engine) == "sqlite":
+        return SqliteVectorStore(folder / VECTORS_DIR), embedder, f"{mode}; vectors on disk (sqlite)"
     return ChromaStore.persistent(folder / CHROMA_DIR, collection=collection_name(embedder)), embedder, mode
+
+
+def embedded_engine(folder: Path, asked: EmbeddedVectors | None) -> EmbeddedVectors:
+    """The vector store of an embedded folder: the one it holds; for a new folder, the one asked (Chroma
+    by default).
+
+    Raises:
+        ConfigError: the folder holds the other store's vectors. Switching would leave them on disk,
+            where erasures no longer reach them: remove that folder first, then ``reindex()``.
+    """
+    stores: tuple[tuple[EmbeddedVectors, str], ...] = (("chroma", CHROMA_DIR), ("sqlite", VECTORS_DIR))
+    held = [name for name, sub in stores if (folder / sub).is_dir() and any((folder / sub).iterdir())]
+    if asked is None:
+        if len(held) > 1:
+            raise ConfigError(f"{folder} holds vectors of both stores ({CHROMA_DIR}/ and {VECTORS_DIR}/): open with "
+                              "embedded_vectors='chroma' or 'sqlite' after removing the other folder")
+        return held[0] if held else "chroma"
+    other = [h for h in held if h != asked]
+    if other:
+        sub = CHROMA_DIR if other[0] == "chroma" else VECTORS_DIR
+        raise ConfigError(f"embedded_vectors={asked!r}, but {folder} keeps its vectors in {other[0]} "
+                          f"({sub}/): erasures would no longer reach them there. Remove {folder / sub} (with no "
+                          f"process using the folder), open with embedded_vectors={asked!r}, then call reindex() "
+                          "to embed the journal's records again")
+    return asked
 
 
 def missing_local_model() -> str:

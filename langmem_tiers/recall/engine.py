@@ -37,7 +37,7 @@ from langmem_tiers.recall.options import RecallOptions
 from langmem_tiers.recall.query import analyze, feedback_terms, has_time_expression
 from langmem_tiers.recall.request import RequestMemo, ids_to_probe, scope_listing
 from langmem_tiers.recall.scope_vectors import DEFAULT_MAX_BYTES, ScopeVectors
-from langmem_tiers.recall.vector_store import ChromaStore
+from langmem_tiers.recall.vector_store import VectorStore
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ class SearchFilters:
 class RecallIndex:
     """Keyword + vector recall over one journal and (optionally) one Chroma collection."""
 
-    def __init__(self, journal: Journal, store: ChromaStore | None, embedder: Embedder | None, *,
+    def __init__(self, journal: Journal, store: VectorStore | None, embedder: Embedder | None, *,
                  params: FusionParams | None = None, candidates: int = 50, dedupe_threshold: float = 0.85,
                  batch_size: int = 64, lease_s: float = 120.0, owns_store: bool = False,
                  options: RecallOptions | None = None, vector_cache_bytes: int = DEFAULT_MAX_BYTES) -> None:

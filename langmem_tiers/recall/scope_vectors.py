@@ -71,7 +71,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from langmem_tiers.journal.base import Journal, ScopeListing, Versions
-from langmem_tiers.recall.vector_store import ChromaStore
+from langmem_tiers.recall.vector_store import VectorStore
 
 log = logging.getLogger(__name__)
 
@@ -397,7 +397,7 @@ class ScopeVectors:
         build_retry_s: the least time before a failed build is tried again.
     """
 
-    def __init__(self, journal: Journal, store: ChromaStore, vector_id: Callable[[int], str],
+    def __init__(self, journal: Journal, store: VectorStore, vector_id: Callable[[int], str],
                  record_id: Callable[[str], int | None], *, max_bytes: int = DEFAULT_MAX_BYTES,
                  hnsw_from: int = HNSW_FROM, connectivity: int = HNSW_CONNECTIVITY,
                  expansion_add: int = HNSW_EXPANSION_ADD, expansion_search: int = HNSW_EXPANSION_SEARCH,

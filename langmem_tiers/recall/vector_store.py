@@ -49,7 +49,7 @@ import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from langmem_tiers.errors import (
@@ -138,6 +138,57 @@ class CompactReport:
     bytes_before: int = 0
     bytes_after: int = 0
     remains: tuple[str, ...] = ()
+
+
+class VectorStore(Protocol):
+    """What recall asks of a vector store: :class:`ChromaStore` (embedded or a server) and
+    :class:`~langmem_tiers.recall.sqlite_vectors.SqliteVectorStore` (embedded, vectors on disk).
+
+    Ids are strings, metadata flat scalars, filters Chroma's ``where`` language; a query or a
+    filtered delete without a filter is refused, so no path searches across tenants.
+    """
+
+    @property
+    def embedded(self) -> bool:
+        """Whether the store's files are on this machine (an embedded folder, not a server)."""
+        ...
+
+    def upsert(self, ids: Sequence[str], embeddings: Sequence[Sequence[float]], documents: Sequence[str] | None,
+               metadatas: Sequence[Metadata]) -> None:
+        """Insert or replace rows (``documents=None``: store no text, drop any stored before)."""
+        ...
+
+    def query(self, embedding: Sequence[float], k: int, where: Mapping[str, Any]) -> list[VectorHit]:
+        """The ``k`` nearest rows matching ``where`` (required), nearest first, by cosine."""
+        ...
+
+    def get(self, ids: Sequence[str], *, include_embeddings: bool = False) -> list[StoredVector]:
+        """Rows by id, in the order asked; missing ids are skipped."""
+        ...
+
+    def embeddings(self, ids: Sequence[str]) -> tuple[list[str], Any]:
+        """The ids found and their vectors as one float32 matrix (row ``i`` is id ``i``)."""
+        ...
+
+    def delete(self, ids: Sequence[str] | None = None, where: Mapping[str, Any] | None = None) -> None:
+        """Delete rows by id, by filter, or ids matching the filter (never everything)."""
+        ...
+
+    def count(self, where: Mapping[str, Any] | None = None) -> int:
+        """Rows matching ``where``, or all rows."""
+        ...
+
+    def compact(self) -> CompactReport:
+        """Make deleted rows physically gone where this process can; report what remains."""
+        ...
+
+    def residue(self, needles: Sequence[str]) -> dict[str, int]:
+        """Raw byte occurrences of each needle in the store's files (embedded stores)."""
+        ...
+
+    def close(self) -> None:
+        """Release what the store holds. Idempotent."""
+        ...
 
 
 _EMBEDDED_REMAINS = (

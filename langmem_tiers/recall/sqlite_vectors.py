@@ -1,0 +1,363 @@
+"""Vectors in one SQLite file: an embedded vector store whose memory does not grow with what it holds.
+
+Embedded Chroma loads its whole float32 HNSW index of the collection into the process on the first
+write (about 1 GB for 500k 384-d vectors, BENCHMARKS.md, issue 15's tenth step) and has no
+memory-mapped mode. This store keeps the vectors on disk (one float32 BLOB per row, metadata as
+JSON) and answers the same operations as :class:`~langmem_tiers.recall.vector_store.ChromaStore`.
+Search is served from this process's own per-scope index (:mod:`langmem_tiers.recall.scope_vectors`,
+an int8 HNSW graph bounded by ``MemoryConfig.vector_cache_mb``), built from vectors read here;
+:meth:`SqliteVectorStore.query` is the exact fallback for a scope the index declines (it scans the
+scope's rows in chunks: correct, memory bounded, slow for a scope of hundreds of thousands).
+
+* **Filters**: the subset of Chroma's ``where`` language the core uses (``$and``, ``$or``, a value or
+  ``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte``, ``$in``, ``$nin`` per field), compiled to
+  SQL over the JSON metadata; the namespace field ``ns`` has an index. Unfiltered searches and
+  deletes are refused, as in Chroma.
+* **Durability**: WAL with ``synchronous=FULL``, so a vector the indexer pushed is on disk before its
+  outbox row is marked done.
+* **Erasure**: ``secure_delete`` zeroes a deleted row's bytes in the database file at once;
+  :meth:`SqliteVectorStore.compact` checkpoints the write-ahead log (which holds old page images)
+  and vacuums, so no byte of a deleted row stays in the folder's files.
+* **Several processes** may open one folder: SQLite serializes their writes (Chroma's embedded
+  engine needs one process per folder).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import json
+import logging
+import re
+import sqlite3
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from langmem_tiers.errors import ConfigError, RecallError
+from langmem_tiers.recall.vector_store import (
+    CompactReport,
+    Metadata,
+    StoredVector,
+    VectorHit,
+    _files,
+    _folder_bytes,
+    _ids,
+    _require_where,
+    folder_residue,
+)
+
+logger = logging.getLogger(__name__)
+
+DATABASE_FILE = "vectors.sqlite3"
+SCAN_ROWS = 4096  # rows per chunk of an exact scan: bounds the memory a query holds
+_FIELD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+_COMPARISONS = {"$eq": "=", "$ne": "!=", "$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
+_REMAINS = (
+    ("blocks of deleted files stay on the device until the filesystem reuses them; backups and snapshots "
+     "of the folder keep their copies"),
+)
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS vectors (
+    id TEXT PRIMARY KEY,
+    vector BLOB NOT NULL,
+    document TEXT,
+    metadata TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS vectors_ns ON vectors (json_extract(metadata, '$.ns'));
+CREATE TABLE IF NOT EXISTS settings (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+
+class SqliteVectorStore:
+    """Vectors, optional documents and metadata in ``FOLDER/vectors.sqlite3``; cosine distance.
+
+    Args:
+        folder: the store's folder (created when missing).
+
+    Raises:
+        ConfigError: ``folder`` names a file.
+        RecallError: the database could not be opened.
+
+    Example:
+        >>> import tempfile
+        >>> with SqliteVectorStore(tempfile.mkdtemp()) as store:
+        ...     store.upsert(["m1", "m2"], [[1.0, 0.0], [0.0, 1.0]], None, [{"ns": 7}, {"ns": 8}])
+        ...     [h.id for h in store.query([1.0, 0.1], 3, {"ns": {"$in": [7]}})]
+        ['m1']
+    """
+
+    embedded = True
+
+    def __init__(self, folder: str | Path) -> None:
+        path = Path(folder).expanduser().resolve()
+        if path.exists() and not path.is_dir():
+            raise ConfigError(f"the vector store path {str(path)!r} is a file: pass a folder")
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+            con = sqlite3.connect(path / DATABASE_FILE, timeout=60, isolation_level=None, check_same_thread=False)
+        except (OSError, sqlite3.Error) as e:
+            raise RecallError(f"could not open the vector store in {str(path)!r}: {e}") from e
+        self.folder = path
+        self._con = con
+        self._lock = threading.RLock()  # one connection, shared by the indexer and query threads
+        self._closed = False
+        try:
+            con.execute("PRAGMA journal_mode=WAL")
+            con.execute("PRAGMA synchronous=FULL")
+            con.execute("PRAGMA secure_delete=ON")
+            con.executescript(_SCHEMA)
+            row = con.execute("SELECT value FROM settings WHERE name = 'dimension'").fetchone()
+        except sqlite3.Error as e:
+            con.close()
+            raise RecallError(f"could not open the vector store in {str(path)!r}: {e}") from e
+        self._dimension: int | None = int(row[0]) if row else None
+
+    def __repr__(self) -> str:
+        return f"SqliteVectorStore({str(self.folder)!r})"
+
+    # -- lifetime ------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the database (its write-ahead log is checkpointed into the file). Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            with contextlib.suppress(sqlite3.Error):
+                self._con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self._con.close()
+
+    def __enter__(self) -> SqliteVectorStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- operations ----------------------------------------------------------------
+
+    def upsert(self, ids: Sequence[str], embeddings: Sequence[Sequence[float]], documents: Sequence[str] | None,
+               metadatas: Sequence[Metadata]) -> None:
+        """Insert or replace rows; ``embeddings`` and ``metadatas`` have one entry per id, ``documents``
+        one per id or ``None`` (no text stored; a document stored earlier under the id is dropped)."""
+        import numpy as np
+
+        ids = _ids(ids)
+        n = len(ids)
+        n_docs = n if documents is None else len(documents)
+        if not (len(embeddings) == n_docs == len(metadatas) == n):
+            raise ValueError(
+                f"upsert needs one embedding, document (or documents=None) and metadata per id: got {n} ids, "
+                f"{len(embeddings)} embeddings, {n_docs} documents, {len(metadatas)} metadatas")
+        if documents is not None and (isinstance(documents, str) or not all(isinstance(d, str) for d in documents)):
+            raise TypeError("documents must be None or a sequence of strings")
+        if n == 0:
+            return
+        if len(set(ids)) != n:
+            raise ValueError("upsert ids must be unique within one call")
+        matrix = np.asarray(embeddings, dtype=np.float32)
+        if matrix.ndim != 2 or matrix.shape[1] == 0:
+            raise ValueError("embeddings must be equal-length, non-empty sequences of numbers")
+        dimension = int(matrix.shape[1])
+        rows = [(i, matrix[j].tobytes(), None if documents is None else documents[j], _metadata_json(metadatas[j]))
+                for j, i in enumerate(ids)]
+        with self._writing() as con:
+            # Read inside the write transaction: another connection (process) may have set it since.
+            held = con.execute("SELECT value FROM settings WHERE name = 'dimension'").fetchone()
+            if held is None:
+                con.execute("INSERT INTO settings (name, value) VALUES ('dimension', ?)", (str(dimension),))
+            elif dimension != int(held[0]):
+                raise RecallError(f"this vector store holds {held[0]}-dimensional vectors; got {dimension}: "
+                                  f"open another folder for another embedding model")
+            con.executemany("INSERT INTO vectors (id, vector, document, metadata) VALUES (?, ?, ?, ?) "
+                            "ON CONFLICT (id) DO UPDATE SET vector = excluded.vector, document = excluded.document, "
+                            "metadata = excluded.metadata", rows)
+        self._dimension = dimension
+
+    def query(self, embedding: Sequence[float], k: int, where: Mapping[str, Any]) -> list[VectorHit]:
+        """The ``k`` nearest rows matching ``where``, nearest first: an exact scan of the matching rows.
+
+        Raises:
+            ConfigError: ``where`` is missing, empty or uses an operator this store does not know.
+        """
+        import numpy as np
+
+        sql, params = _compile(_require_where(where, "query"))
+        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+            raise ConfigError(f"k ({k!r}) must be an integer >= 0")
+        if k == 0:
+            return []
+        q = np.asarray(embedding, dtype=np.float32)
+        q = q / max(float(np.linalg.norm(q)), 1e-12)
+        best: list[tuple[float, str, str | None, str]] = []  # a min-heap of the k most similar so far
+        with self._reading() as con:
+            cursor = con.execute(f"SELECT id, vector, document, metadata FROM vectors WHERE {sql}", params)
+            while chunk := cursor.fetchmany(SCAN_ROWS):
+                matrix = np.frombuffer(b"".join(r[1] for r in chunk), dtype=np.float32).reshape(len(chunk), -1)
+                if matrix.shape[1] != q.shape[0]:
+                    raise RecallError(f"the query has {q.shape[0]} dimensions, the stored vectors {matrix.shape[1]}")
+                norms = np.maximum(np.linalg.norm(matrix, axis=1), 1e-12)
+                sims = (matrix @ q) / norms
+                for j in np.argsort(-sims)[:k]:
+                    item = (float(sims[j]), chunk[j][0], chunk[j][2], chunk[j][3])
+                    if len(best) < k:
+                        heapq.heappush(best, item)
+                    elif item[0] > best[0][0]:
+                        heapq.heapreplace(best, item)
+        return [VectorHit(id=i, distance=1.0 - s, similarity=s, document=doc, metadata=json.loads(meta))
+                for s, i, doc, meta in sorted(best, key=lambda b: (-b[0], b[1]))]
+
+    def get(self, ids: Sequence[str], *, include_embeddings: bool = False) -> list[StoredVector]:
+        """Rows by id, in the order asked; missing ids are skipped."""
+        import numpy as np
+
+        ids = _ids(ids)
+        with self._reading() as con:
+            rows = {r[0]: r for r in con.execute(
+                "SELECT id, vector, document, metadata FROM vectors WHERE id IN (SELECT value FROM json_each(?))",
+                (json.dumps(ids),))}
+        return [StoredVector(id=i, document=rows[i][2], metadata=json.loads(rows[i][3]),
+                             embedding=np.frombuffer(rows[i][1], dtype=np.float32).tolist() if include_embeddings
+                             else None)
+                for i in ids if i in rows]
+
+    def embeddings(self, ids: Sequence[str]) -> tuple[list[str], Any]:
+        """The stored vectors of ``ids`` as one float32 numpy matrix, in the order asked (missing ids are
+        skipped; an id asked twice is returned once)."""
+        import numpy as np
+
+        ids = list(dict.fromkeys(_ids(ids)))
+        with self._reading() as con:
+            rows = dict(con.execute("SELECT id, vector FROM vectors WHERE id IN (SELECT value FROM json_each(?))",
+                                    (json.dumps(ids),)))
+        found = [i for i in ids if i in rows]
+        if not found:
+            return [], np.empty((0, self._dimension or 0), dtype=np.float32)
+        return found, np.frombuffer(b"".join(rows[i] for i in found), dtype=np.float32).reshape(len(found), -1).copy()
+
+    def delete(self, ids: Sequence[str] | None = None, where: Mapping[str, Any] | None = None) -> None:
+        """Delete rows by id, by filter, or ids matching the filter; their bytes are zeroed in the file at
+        once (``secure_delete``), and leave the write-ahead log with :meth:`compact`.
+
+        Raises:
+            ConfigError: neither ``ids`` nor a non-empty ``where`` was given.
+        """
+        if ids is None and where is None:
+            raise ConfigError("delete needs ids or a where filter: refusing to delete every namespace")
+        clauses: list[str] = []
+        params: list[Any] = []
+        if where is not None:
+            sql, where_params = _compile(_require_where(where, "delete"))
+            clauses.append(sql)
+            params += where_params
+        if ids is not None:
+            clauses.append("id IN (SELECT value FROM json_each(?))")
+            params.append(json.dumps(_ids(ids)))
+        with self._writing() as con:
+            con.execute(f"DELETE FROM vectors WHERE {' AND '.join(clauses)}", params)
+
+    def count(self, where: Mapping[str, Any] | None = None) -> int:
+        """Rows matching ``where``, or every row when ``None``."""
+        sql, params = ("1", []) if where is None else _compile(_require_where(where, "count"))
+        with self._reading() as con:
+            return int(con.execute(f"SELECT count(*) FROM vectors WHERE {sql}", params).fetchone()[0])
+
+    # -- physical erasure ------------------------------------------------------------
+
+    def compact(self) -> CompactReport:
+        """Make deleted rows physically gone: checkpoint the write-ahead log into the file, ``VACUUM``,
+        and truncate the log again. Other processes' open readers may delay the checkpoint; the report
+        then says so."""
+        with self._writing() as con:
+            before = _folder_bytes(self.folder)
+            try:
+                con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                con.execute("VACUUM")
+                busy = con.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+            except sqlite3.Error as e:
+                raise RecallError(f"could not compact the vector store in {str(self.folder)!r}: {e}") from e
+            kept = int(con.execute("SELECT count(*) FROM vectors").fetchone()[0])
+            after = _folder_bytes(self.folder)
+        busy_note = "another process was reading: the write-ahead log was not truncated; compact again when idle"
+        remains = (*_REMAINS, busy_note) if busy else _REMAINS
+        logger.info("compacted the vector store in %s: %d rows kept, %d -> %d bytes", self.folder, kept, before, after)
+        return CompactReport(physical=True, rows_kept=kept, bytes_before=before, bytes_after=after, remains=remains)
+
+    def residue(self, needles: Sequence[str]) -> dict[str, int]:
+        """Raw byte occurrences of each needle (UTF-8) in the store's files (see :func:`folder_residue`)."""
+        return folder_residue(self.folder, needles)
+
+    def files(self) -> list[Path]:
+        """The store's files on disk (the database and its write-ahead log)."""
+        return sorted(_files(self.folder))
+
+    # -- internals -------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            if self._closed:
+                raise RecallError(f"the vector store in {str(self.folder)!r} is closed")
+            try:
+                yield self._con
+            except sqlite3.Error as e:
+                raise RecallError(f"the vector store in {str(self.folder)!r} failed: {e}") from e
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction (rolled back on any error: nothing is half-written)."""
+        with self._reading() as con:
+            con.execute("BEGIN IMMEDIATE")
+            try:
+                yield con
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+            con.execute("COMMIT")
+
+
+def _metadata_json(metadata: Metadata) -> str:
+    if not isinstance(metadata, Mapping):
+        raise TypeError(f"each metadata must be a mapping, got {type(metadata).__name__}")
+    for key, value in metadata.items():
+        if not isinstance(key, str) or not _FIELD.match(key):
+            raise ValueError(f"metadata key {key!r} must be a name of letters, digits and _")
+        if not isinstance(value, (str, int, float, bool)):
+            raise ValueError(f"metadata value of {key!r} must be a str, int, float or bool, got {type(value).__name__}")
+    return json.dumps(dict(metadata), separators=(",", ":"))
+
+
+def _compile(where: Mapping[str, Any]) -> tuple[str, list[Any]]:
+    """SQL and parameters for a Chroma-style ``where`` over the JSON metadata.
+
+    Raises:
+        ConfigError: an operator or field this store does not support.
+    """
+    clauses: list[str] = []
+    params: list[Any] = []
+    for key, value in where.items():
+        if key in ("$and", "$or"):
+            if not isinstance(value, list) or not value:
+                raise ConfigError(f"{key} needs a non-empty list of filters, got {value!r}")
+            parts = [_compile(_require_where(v, key)) for v in value]
+            clauses.append("(" + f" {key[1:].upper()} ".join(p[0] for p in parts) + ")")
+            params += [p for _, ps in parts for p in ps]
+            continue
+        if not isinstance(key, str) or not _FIELD.match(key):
+            raise ConfigError(f"where field {key!r} must be a metadata name (letters, digits and _) or $and/$or")
+        column = f"json_extract(metadata, '$.{key}')"
+        ops = value if isinstance(value, Mapping) else {"$eq": value}
+        for op, operand in ops.items():
+            if op in ("$in", "$nin"):
+                if not isinstance(operand, list):
+                    raise ConfigError(f"{op} on {key!r} needs a list, got {operand!r}")
+                clauses.append(f"{column} {'NOT ' if op == '$nin' else ''}IN (SELECT value FROM json_each(?))")
+                params.append(json.dumps(operand))
+            elif op in _COMPARISONS and isinstance(operand, (str, int, float, bool)):
+                clauses.append(f"{column} {_COMPARISONS[op]} ?")
+                params.append(operand)
+            else:
+                raise ConfigError(f"where operator {op!r} on {key!r} with {operand!r} is not supported: use "
+                                  f"{', '.join([*_COMPARISONS, '$in', '$nin'])} with a str, number or bool")
+    return "(" + " AND ".join(clauses) + ")", params

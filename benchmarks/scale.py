@@ -15,7 +15,8 @@ turn, written straight through the journal in large transactions as eviction wou
   search() searches all of them.
 * ``many-users`` (issue 7's table): sessions of ``--per-session`` messages spread over 50 users.
 
-Filler records get random unit vectors in Chroma: this measures latency at that index size, not
+Filler records get random unit vectors in the vector store (embedded Chroma, or SQLite with
+``--embedded-vectors sqlite``): this measures latency at that index size, not
 recall quality (the evaluation harness measures quality). Random vectors are HNSW's worst case (no
 structure to exploit: at 500k vectors its search costs ~7x what it costs on text vectors,
 ``benchmarks/vector_index.py``), so ``--text-vectors LOCOMO_JSON`` gives the filler text-like vectors
@@ -82,6 +83,7 @@ LAYOUTS = ("one-session", "many-sessions", "many-users")
 LIVE_SESSION, LIVE_USER = "live", "user-0"
 TEXT_NOISE = 0.5  # --text-vectors: norm of the noise on each drawn turn vector (as benchmarks/vector_index.py)
 TARGET_MS = 30.0  # issue 15, targets 1 and 2
+STORE_NAMES = {"ChromaStore": "embedded chroma", "SqliteVectorStore": "embedded sqlite"}  # a row's vectors_in
 
 
 def filler_question(rng: random.Random) -> str:
@@ -179,23 +181,25 @@ def _p(values: list[float]) -> tuple[float, float]:
     return round(statistics.median(values), 2), round(pct(values, 0.95), 2)
 
 
-def _open_setup(target: str | Path, chroma: str | None, vectors: bool) -> TieredMemory:
+def _open_setup(target: str | Path, chroma: str | None, vectors: bool,
+                embedded_vectors: str | None = None) -> TieredMemory:
     config = MemoryConfig(context_tokens=4000, window_tokens=2000, summary_tokens=400, recall_tokens=800,
-                          recall_scope="user")
+                          recall_scope="user", embedded_vectors=embedded_vectors)  # type: ignore[arg-type]
     return TieredMemory.open(target, session_id="setup", user_id="setup", config=config,
                              embedder=None if vectors else False, chroma=chroma)
 
 
 def _fill_child(target: str | Path, chroma: str | None, size: int, vectors: bool, layout: str,
-                per_session: int, text_vectors: Path | None) -> None:
-    with _open_setup(target, chroma, vectors) as setup:
+                per_session: int, text_vectors: Path | None, embedded_vectors: str | None) -> None:
+    with _open_setup(target, chroma, vectors, embedded_vectors) as setup:
         pool = text_pool(text_vectors, setup) if vectors and text_vectors else None
         fill(setup, size, random.Random(size), vectors, layout, per_session, pool=pool)
 
 
 def measure(size: int, vectors: bool, samples: int, layout: str, per_session: int,
             journal_url: str | None = None, chroma: str | None = None, reuse: Path | None = None,
-            breakdown: bool = False, server: int | None = None, text_vectors: Path | None = None) -> dict[str, Any]:
+            breakdown: bool = False, server: int | None = None, text_vectors: Path | None = None,
+            embedded_vectors: str | None = None) -> dict[str, Any]:
     rng = random.Random(size)
     folder = reuse or Path(tempfile.mkdtemp(prefix="lt-scale-"))
     t0 = time.perf_counter()
@@ -203,7 +207,8 @@ def measure(size: int, vectors: bool, samples: int, layout: str, per_session: in
         # In a child process: the fill's garbage (a million rows and vectors passed through Python) and
         # its peak never count in this process's memory, whose peak RSS is the row's (issue 15, target 4).
         child = multiprocessing.get_context("spawn").Process(
-            target=_fill_child, args=(journal_url or folder, chroma, size, vectors, layout, per_session, text_vectors))
+            target=_fill_child,
+            args=(journal_url or folder, chroma, size, vectors, layout, per_session, text_vectors, embedded_vectors))
         child.start()
         child.join()
         if child.exitcode != 0:
@@ -224,8 +229,9 @@ def measure(size: int, vectors: bool, samples: int, layout: str, per_session: in
             server_mb[phase] = round(rss_kib(server)[0] / 1024)
 
     # The live handle opens on the finished journal, from a handle on another session.
-    with _open_setup(journal_url or folder, chroma, vectors) as setup:
+    with _open_setup(journal_url or folder, chroma, vectors, embedded_vectors) as setup:
         mark("opened")
+        vectors_in = type(setup.recall.store).__name__ if setup.recall and setup.recall.store else "none"
         memory = setup.for_session(LIVE_SESSION, user_id=LIVE_USER)
         embedder = memory.recall.embedder if memory.recall else None
         if embedder is not None:
@@ -304,7 +310,7 @@ def measure(size: int, vectors: bool, samples: int, layout: str, per_session: in
         "max_rss_mb": round(rss_kib()[1] / 1024),  # process peak so far
         "rss_mb_by_phase": rss_mb,
         "journal": "postgresql" if journal_url else "sqlite", "reused_fill": reuse is not None,
-        "vectors_in": "chroma server" if chroma else "embedded chroma",
+        "vectors_in": "chroma server" if chroma else STORE_NAMES.get(vectors_in, vectors_in),
     })
     if server is not None:
         row["chroma_server_rss_mb_by_phase"] = server_mb
@@ -367,6 +373,8 @@ def main() -> None:
     parser.add_argument("--text-vectors", type=Path, default=None, metavar="LOCOMO_JSON",
                         help="filler vectors drawn from the local model's vectors of this LoCoMo file's turns "
                              "(text-like) instead of random unit vectors (HNSW's worst case)")
+    parser.add_argument("--embedded-vectors", choices=["chroma", "sqlite"], default=None,
+                        help="the embedded folder's vector store (MemoryConfig.embedded_vectors; default Chroma)")
     parser.add_argument("--breakdown", action="store_true",
                         help="also time the parts of context() (journal reads, embedder, index, gc) apart")
     parser.add_argument("--plot-only", nargs="+", default=None, metavar="JSON",
@@ -377,6 +385,8 @@ def main() -> None:
     if args.text_vectors is not None and (args.no_vectors or args.reuse or not args.text_vectors.is_file()):
         parser.error(f"--text-vectors ({args.text_vectors}) takes an existing LoCoMo file, and no --no-vectors "
                      "or --reuse (a reused fill keeps its vectors)")
+    if args.embedded_vectors is not None and args.servers:
+        parser.error("--embedded-vectors chooses the embedded folder's store; --servers uses a Chroma server")
     if args.per_session < 2 or args.per_session % 2:
         parser.error(f"--per-session ({args.per_session}) must be an even number >= 2 (user/assistant turns)")
     if args.plot_only:
@@ -412,7 +422,8 @@ def run(args: argparse.Namespace, out: Path, journal_url: str | None, chroma: st
             _reset_postgres(journal_url)
         row = measure(size, vectors=not args.no_vectors, samples=args.samples, layout=args.layout,
                       per_session=args.per_session, journal_url=journal_url, chroma=chroma, reuse=args.reuse,
-                      breakdown=args.breakdown, server=server_pid, text_vectors=args.text_vectors)
+                      breakdown=args.breakdown, server=server_pid, text_vectors=args.text_vectors,
+                      embedded_vectors=args.embedded_vectors)
         rows.append(row)
         print(json.dumps(row), flush=True)
         out.with_suffix(".json").write_text(json.dumps(rows, indent=2))  # what is done survives an interrupt

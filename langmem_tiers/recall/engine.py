@@ -64,14 +64,15 @@ class SearchFilters:
 
 
 class RecallIndex:
-    """Keyword + vector recall over one journal and (optionally) one Chroma collection."""
+    """Keyword + vector recall over one journal and (optionally) one vector store (a Chroma collection, or
+    :class:`~langmem_tiers.recall.sqlite_vectors.SqliteVectorStore`)."""
 
     def __init__(self, journal: Journal, store: VectorStore | None, embedder: Embedder | None, *,
                  params: FusionParams | None = None, candidates: int = 50, dedupe_threshold: float = 0.85,
                  batch_size: int = 64, lease_s: float = 120.0, owns_store: bool = False,
                  options: RecallOptions | None = None, vector_cache_bytes: int = DEFAULT_MAX_BYTES) -> None:
         if (store is None) != (embedder is None):
-            raise ConfigError("vector recall needs both a Chroma store and an embedder (or neither)")
+            raise ConfigError("vector recall needs both a vector store and an embedder (or neither)")
         self.journal = journal
         self.store = store
         self.embedder = embedder

@@ -53,6 +53,9 @@ vectors of a scope are fetched from Chroma once, kept in memory and searched her
   together, the hot ones stay and the others use Chroma's filtered query, instead of every query
   fetching a scope's vectors again (thrash).
 
+The store is any :class:`~langmem_tiers.recall.vector_store.VectorStore`: "Chroma" above stands for it (with
+:class:`~langmem_tiers.recall.sqlite_vectors.SqliteVectorStore` the declined scope's query is an exact scan).
+
 Nothing is written to disk: erased vectors leave memory with the next query of their scope, and
 the process's copy dies with it.
 """

@@ -269,7 +269,7 @@ class SqliteVectorStore:
         """Make deleted rows physically gone: checkpoint the write-ahead log into the file, ``VACUUM``,
         and truncate the log again. Other processes' open readers may delay the checkpoint; the report
         then says so."""
-        with self._writing() as con:
+        with self._reading() as con:  # outside a transaction: neither a checkpoint nor VACUUM runs inside one
             before = _folder_bytes(self.folder)
             try:
                 con.execute("PRAGMA wal_checkpoint(TRUNCATE)")

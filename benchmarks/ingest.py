@@ -98,7 +98,7 @@ def longmemeval_sessions(path: Path, haystacks: int) -> Sessions:
     return [s for s in out if s]
 
 
-def ingest(sessions: Sessions, embedder: LocalEmbedder) -> dict[str, Any]:
+def ingest(sessions: Sessions, embedder: LocalEmbedder, embedded_vectors: str | None = None) -> dict[str, Any]:
     """Add every message through the API, flush per session; returns timings, the breakdown and the texts."""
     counters = Counters()
     embedded: list[list[str]] = []
@@ -123,7 +123,7 @@ def ingest(sessions: Sessions, embedder: LocalEmbedder) -> dict[str, Any]:
     counters.wrap(embedder, "_split", "  long-text splitter (tokenizes texts > 254 bytes)", undo)
     counters.wrap(runtime, "forward", f"  model forward ({embedder.runtime}: tokenize + run)", undo)
     counters.wrap(units, "chunk_words", "chunk_words (recall units)", undo)
-    config = MemoryConfig(recall_scope="user")
+    config = MemoryConfig(recall_scope="user", embedded_vectors=embedded_vectors)  # type: ignore[arg-type]
     folder = Path(tempfile.mkdtemp(prefix="lt-ingest-"))
     add_spans: list[Interval] = []
     flush_spans: list[Interval] = []
@@ -135,7 +135,7 @@ def ingest(sessions: Sessions, embedder: LocalEmbedder) -> dict[str, Any]:
             counters.wrap(journal, attr, "journal outbox/record reads (indexer)", undo)
         assert root.recall is not None
         assert root.recall.store is not None
-        counters.wrap(root.recall.store, "upsert", "chroma upsert", undo)
+        counters.wrap(root.recall.store, "upsert", "vector store upsert", undo)
         counters.wrap(root.counter, "count_message", "token counter (tiktoken)", undo)
         t0 = time.perf_counter()
         for i, session in enumerate(sessions):
@@ -255,7 +255,7 @@ def report(name: str, sessions: Sessions, embedder: LocalEmbedder, args: argpars
             legs.append("replay")
         for leg in legs:
             if leg == "ingest":
-                got = ingest(sessions, embedder)
+                got = ingest(sessions, embedder, args.embedded_vectors)
                 got_calls = got.pop("embedded")
                 if not texts:  # the first ingest names the texts; the sweep runs once they are known
                     calls = got_calls
@@ -344,6 +344,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default)")
     parser.add_argument("--runtime", choices=["auto", "onnx", "torch"], default="auto",
                         help="LocalEmbedder's runtime (auto: onnxruntime on the CPU)")
+    parser.add_argument("--embedded-vectors", choices=["chroma", "sqlite"], default=None,
+                        help="the embedded folder's vector store (MemoryConfig.embedded_vectors; default Chroma)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     if args.rounds < 1:
@@ -366,6 +368,7 @@ def main() -> None:
         rows.append(report(label, sessions, embedder, args))
     if args.json:
         meta = {"command": " ".join(sys.argv), "runtime": embedder.runtime, "torch_threads": torch.get_num_threads(),
+                "vector_store": args.embedded_vectors or "chroma",
                 "python": platform.python_version(), "torch": torch.__version__}
         args.json.write_text(json.dumps({"run": meta, "workloads": rows}, indent=2) + "\n")
 

@@ -3,6 +3,7 @@ chunks, erasure on disk, several processes on one folder, and how an embedded fo
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -212,3 +213,19 @@ def test_forget_physical_leaves_nothing_in_the_vector_files(tmp_path: Path) -> N
         for path in store.files():
             assert vector not in path.read_bytes(), path
         assert store.count() == len(memory.journal.record_ids(memory._ns_id))  # the rest stay
+
+
+def test_moving_a_folder_to_sqlite_is_remove_then_reindex(tmp_path: Path) -> None:
+    """What the refusal tells a user to do works: the journal re-embeds every record into the new store."""
+    with _open(tmp_path) as memory:
+        for i in range(3):
+            memory.remember(f"fact number {i} about {SECRET}")
+        memory.flush()
+        held = memory.recall.store.count()  # type: ignore[union-attr]
+    assert held == 3
+    shutil.rmtree(tmp_path / CHROMA_DIR)
+    with _open(tmp_path, "sqlite") as memory:
+        assert memory.reindex() >= held
+        assert memory.recall.store.count() == held  # type: ignore[union-attr]
+        hits = memory.search("fact number 2", k=1)
+        assert hits[0].parts["vector_rank"] is not None

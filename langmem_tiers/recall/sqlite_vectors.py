@@ -59,12 +59,14 @@ _REMAINS = (
      "of the folder keep their copies"),
 )
 _SCHEMA = """
+-- A rowid table: a 1.5 KB row fits in a table leaf page, where a WITHOUT ROWID table (an index b-tree)
+-- spills it to an overflow page (4.7 KB a 384-d row on disk, against 2.1 KB here).
 CREATE TABLE IF NOT EXISTS vectors (
-    id TEXT PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
     vector BLOB NOT NULL,
     document TEXT,
     metadata TEXT NOT NULL
-) WITHOUT ROWID;
+);
 CREATE INDEX IF NOT EXISTS vectors_ns ON vectors (json_extract(metadata, '$.ns'));
 CREATE TABLE IF NOT EXISTS settings (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 """

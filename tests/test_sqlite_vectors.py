@@ -73,9 +73,12 @@ def test_filters_it_does_not_speak_are_refused(tmp_path: Path, where: dict[str, 
 
 def test_metadata_it_cannot_filter_on_is_refused_before_writing(tmp_path: Path) -> None:
     with SqliteVectorStore(tmp_path) as store:
-        for bad in ({"ns": [1, 2]}, {"no spaces": 1}, {"ns": None}):
+        for bad in ({"ns": [1, 2]}, {"no spaces": 1}, {"ns": None}, {"ns": float("nan")}):
             with pytest.raises(ValueError):
                 store.upsert(["a", "b"], [[1.0, 0.0], [0.0, 1.0]], None, [{"ns": 1}, bad])
+        for vectors in ([[1.0, 0.0], [0.0]], [[1.0, 0.0], [float("inf"), 1.0]], [[], []]):
+            with pytest.raises(ValueError, match="embeddings"):
+                store.upsert(["a", "b"], vectors, None, [{"ns": 1}, {"ns": 1}])
         assert store.count() == 0
 
 

@@ -97,8 +97,9 @@ class TieredMemory:
         """Open (or create) the memory of one session.
 
         Args:
-            path: a folder for the embedded default (SQLite journal + Chroma), or a
-                ``postgresql://`` URL for a shared journal.
+            path: a folder for the embedded default (SQLite journal + Chroma, or vectors in SQLite
+                with ``MemoryConfig(embedded_vectors="sqlite")``), or a ``postgresql://`` URL for a
+                shared journal.
             session_id / user_id / agent_id: the namespace; recall never crosses it.
             summarizer: defaults to the offline :class:`ExtractiveSummarizer`.
             embedder: defaults to the local MiniLM model when installed; ``False``

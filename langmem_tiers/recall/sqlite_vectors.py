@@ -28,6 +28,7 @@ import contextlib
 import heapq
 import json
 import logging
+import math
 import re
 import sqlite3
 import threading
@@ -158,9 +159,12 @@ class SqliteVectorStore:
             return
         if len(set(ids)) != n:
             raise ValueError("upsert ids must be unique within one call")
-        matrix = np.asarray(embeddings, dtype=np.float32)
-        if matrix.ndim != 2 or matrix.shape[1] == 0:
-            raise ValueError("embeddings must be equal-length, non-empty sequences of numbers")
+        try:
+            matrix = np.asarray(embeddings, dtype=np.float32)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"embeddings must be equal-length, non-empty sequences of numbers: {e}") from e
+        if matrix.ndim != 2 or matrix.shape[1] == 0 or not np.isfinite(matrix).all():
+            raise ValueError("embeddings must be equal-length, non-empty sequences of finite numbers")
         dimension = int(matrix.shape[1])
         rows = [(i, matrix[j].tobytes(), None if documents is None else documents[j], _metadata_json(metadatas[j]))
                 for j, i in enumerate(ids)]
@@ -325,8 +329,8 @@ def _metadata_json(metadata: Metadata) -> str:
     for key, value in metadata.items():
         if not isinstance(key, str) or not _FIELD.match(key):
             raise ValueError(f"metadata key {key!r} must be a name of letters, digits and _")
-        if not isinstance(value, (str, int, float, bool)):
-            raise ValueError(f"metadata value of {key!r} must be a str, int, float or bool, got {type(value).__name__}")
+        if not isinstance(value, (str, int, float, bool)) or (isinstance(value, float) and not math.isfinite(value)):
+            raise ValueError(f"metadata value of {key!r} must be a str, int, finite float or bool, got {value!r:.40}")
     return json.dumps(dict(metadata), separators=(",", ":"))
 
 

@@ -47,6 +47,7 @@ from langmem_tiers.recall.vector_store import (
     _ids,
     _require_where,
     folder_residue,
+    upsert_ids,
 )
 
 logger = logging.getLogger(__name__)
@@ -146,19 +147,9 @@ class SqliteVectorStore:
         one per id or ``None`` (no text stored; a document stored earlier under the id is dropped)."""
         import numpy as np
 
-        ids = _ids(ids)
-        n = len(ids)
-        n_docs = n if documents is None else len(documents)
-        if not (len(embeddings) == n_docs == len(metadatas) == n):
-            raise ValueError(
-                f"upsert needs one embedding, document (or documents=None) and metadata per id: got {n} ids, "
-                f"{len(embeddings)} embeddings, {n_docs} documents, {len(metadatas)} metadatas")
-        if documents is not None and (isinstance(documents, str) or not all(isinstance(d, str) for d in documents)):
-            raise TypeError("documents must be None or a sequence of strings")
-        if n == 0:
+        ids = upsert_ids(ids, embeddings, documents, metadatas)
+        if not ids:
             return
-        if len(set(ids)) != n:
-            raise ValueError("upsert ids must be unique within one call")
         try:
             matrix = np.asarray(embeddings, dtype=np.float32)
         except (TypeError, ValueError) as e:

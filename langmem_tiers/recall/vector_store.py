@@ -483,20 +483,10 @@ class ChromaStore:
         the text), and also drops a document an earlier upsert stored under one of these
         ids (Chroma's own upsert would keep it). A sequence stores one document per id.
         """
-        ids = _ids(ids)
+        ids = upsert_ids(ids, embeddings, documents, metadatas)
         n = len(ids)
-        n_docs = n if documents is None else len(documents)
-        if not (len(embeddings) == n_docs == len(metadatas) == n):
-            raise ValueError(
-                f"upsert needs one embedding, document (or documents=None) and metadata per id: got {n} ids, "
-                f"{len(embeddings)} embeddings, {n_docs} documents, {len(metadatas)} metadatas"
-            )
-        if documents is not None and (isinstance(documents, str) or not all(isinstance(d, str) for d in documents)):
-            raise TypeError("documents must be None or a sequence of strings")
         if n == 0:
             return
-        if len(set(ids)) != n:
-            raise ValueError("upsert ids must be unique within one call")
         with self._writing():
             for start in range(0, n, self._max_batch):
                 end = start + self._max_batch
@@ -934,6 +924,29 @@ def _require_where(where: Mapping[str, Any] | None, op: str) -> dict[str, Any]:
             "so a search never crosses tenants"
         )
     return dict(where)
+
+
+def upsert_ids(ids: Sequence[str], embeddings: Sequence[Sequence[float]], documents: Sequence[str] | None,
+               metadatas: Sequence[Metadata]) -> list[str]:
+    """The ids of an upsert, once its arguments are checked (one of each per id, unique ids), for every store.
+
+    Raises:
+        ValueError: counts that differ, an empty or repeated id.
+        TypeError: ``ids`` or ``documents`` is a single string, or a document is not a string.
+    """
+    out = _ids(ids)
+    n = len(out)
+    n_docs = n if documents is None else len(documents)
+    if not (len(embeddings) == n_docs == len(metadatas) == n):
+        raise ValueError(
+            f"upsert needs one embedding, document (or documents=None) and metadata per id: got {n} ids, "
+            f"{len(embeddings)} embeddings, {n_docs} documents, {len(metadatas)} metadatas"
+        )
+    if documents is not None and (isinstance(documents, str) or not all(isinstance(d, str) for d in documents)):
+        raise TypeError("documents must be None or a sequence of strings")
+    if len(set(out)) != n:
+        raise ValueError("upsert ids must be unique within one call")
+    return out
 
 
 def _ids(ids: Sequence[str]) -> list[str]:

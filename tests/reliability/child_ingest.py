@@ -1,11 +1,12 @@
 """Crash child: ingests a scripted conversation until the parent SIGKILLs it.
 
-Run as ``python child_ingest.py PATH --run N --mode kw|chroma [--seed S] [--verify-only]``.
+Run as ``python child_ingest.py PATH --run N --mode kw|chroma|sqlite [--seed S] [--verify-only]``
+(``sqlite``: vectors in SqliteVectorStore instead of embedded Chroma).
 
 Protocol on stdout (one line each, flushed):
 
-* ``CHECK <json>``: startup check after reopening (chroma mode: outbox drained into the
-  embedded Chroma, vector rows vs journal records, whether ``reindex()`` was needed,
+* ``CHECK <json>``: startup check after reopening (chroma and sqlite modes: outbox drained into the
+  vector store, vector rows vs journal records, whether ``reindex()`` was needed,
   whether recall answers).
 * ``READY``: ingestion starts; the parent picks its random kill moment after this.
 * ``PHASE add|flush``: what the child is about to do (so the parent knows where a kill landed).
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import sqlite3
 import sys
 import time
 
@@ -29,6 +31,7 @@ from workers import LEASE_S  # run as a script from this folder
 from workers import hashed_vectors as shared_hashed_vectors
 
 SESSION = "crash"
+VECTOR_MODES = ("chroma", "sqlite")
 USER = "u-crash"
 WORDS = ("apple", "river", "quantum", "ledger", "violet", "harbor", "engine", "meadow", "copper", "signal")
 
@@ -56,9 +59,9 @@ def build(path: str, mode: str):  # type: ignore[no-untyped-def]
 
     config = MemoryConfig(context_tokens=400, window_tokens=100, window_low_ratio=0.6, summary_tokens=40,
                           recall_tokens=100, summary_retry_base_s=0, summary_retry_max_s=0, index_batch_size=8,
-                          index_lease_s=LEASE_S)
+                          index_lease_s=LEASE_S, embedded_vectors="sqlite" if mode == "sqlite" else None)
     embedder: object = False
-    if mode == "chroma":
+    if mode in VECTOR_MODES:
         from langmem_tiers.embedders.callable import CallableEmbedder
 
         embedder = CallableEmbedder(hashed_vectors, dimension=16, key="test:hashed16")
@@ -71,22 +74,28 @@ def emit(line: str) -> None:
     sys.stdout.flush()
 
 
-def startup_check(memory, mode: str) -> dict:  # type: ignore[no-untyped-def]
+def startup_check(memory, mode: str, path: str) -> dict:  # type: ignore[no-untyped-def]
     """Drain what the previous (killed) child left pending and check recall answers."""
     from langmem_tiers.journal.base import Scope
 
     info: dict = {"mode": mode, "messages": memory.journal.count_messages(memory._ns_id)}
+    # Rows the killed child had claimed stay leased to it until its lease runs out (a dead holder looks
+    # like a slow one); wait that out, so the check does not hang on how fast this child started.
+    with sqlite3.connect(f"{path}/journal.sqlite3", timeout=30) as db:
+        until = db.execute("SELECT max(claimed_until) FROM outbox").fetchone()[0]
+    if until is not None and until > time.time():
+        time.sleep(until - time.time() + 0.05)
     memory.flush()
     records = memory.journal.scoped_records([memory._ns_id])
     info["records"] = len(records)
     info["outbox_after_flush"] = memory.journal.outbox_count()
     info["reindexed"] = False
-    if mode == "chroma":
+    if mode in VECTOR_MODES:
         recall = memory.recall
         where = recall.where(Scope("session", memory.namespace))
         info["vectors_before"] = recall.store.count(where=where)
         if info["vectors_before"] != len(records):
-            # A kill mid-write can leave Chroma behind the journal: the journal is the truth.
+            # A kill mid-write can leave the vector store behind the journal: the journal is the truth.
             memory.reindex()
             info["reindexed"] = True
         info["vectors"] = recall.store.count(where=where)
@@ -102,14 +111,14 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("path")
     parser.add_argument("--run", type=int, required=True)
-    parser.add_argument("--mode", choices=("kw", "chroma"), default="kw")
+    parser.add_argument("--mode", choices=("kw", *VECTOR_MODES), default="kw")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--verify-only", action="store_true")
     parser.add_argument("--max-turns", type=int, default=100_000)
     args = parser.parse_args()
     rng = random.Random(args.seed * 1000 + args.run)
     memory = build(args.path, args.mode)
-    emit("CHECK " + json.dumps(startup_check(memory, args.mode)))
+    emit("CHECK " + json.dumps(startup_check(memory, args.mode, args.path)))
     if args.verify_only:
         memory.close()
         return

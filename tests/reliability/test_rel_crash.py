@@ -87,7 +87,7 @@ def _check_check_line(lines: list[str], err: str, log: CrashLog) -> None:
     info = checks[0]
     log.checks.append(info)
     assert info["outbox_after_flush"] == 0, info
-    if info["mode"] == "chroma":
+    if info["mode"] in ("chroma", "sqlite"):
         log.reindexed += int(info["reindexed"])
         assert info["vectors"] == info["records"], info
         assert info["vector_ids_match"], info
@@ -182,7 +182,7 @@ def _crash_loop(path: Path, mode: str, kills: int, log: CrashLog, delay: tuple[f
         log.phases[phases[-1] if phases else "startup"] += 1
         log.acked += [(int(line.split()[1]), line.split()[2]) for line in lines if line.startswith("ACK ")]
         _verify_journal(path, log, killed, flush=(mode == "kw"))
-    if mode == "chroma":  # the last kill is checked by one more (verify-only) child
+    if mode != "kw":  # the last kill is checked by one more (verify-only) child
         child = Child(path, run0 + kills, mode, verify_only=True)
         lines, err = child.finish()
         assert child.proc.returncode == 0, err[-3000:]
@@ -213,6 +213,14 @@ def test_crash_embedded_chroma_children(tmp_path: Path) -> None:
     assert log.kills == 6
     assert log.acked
     _report("chroma", log, CRASH_LOGS)
+
+
+def test_crash_sqlite_vector_children(tmp_path: Path) -> None:
+    log = CrashLog()
+    _crash_loop(tmp_path, "sqlite", 6, log, (0.05, 1.2), random.Random(SEED + 4), run0=1)
+    assert log.kills == 6
+    assert log.acked
+    _report("sqlite", log, CRASH_LOGS)
 
 
 @pytest.mark.slow

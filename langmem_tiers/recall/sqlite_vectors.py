@@ -25,7 +25,6 @@ scope's rows in chunks: correct, memory bounded, slow for a scope of hundreds of
 from __future__ import annotations
 
 import contextlib
-import heapq
 import json
 import logging
 import math
@@ -187,23 +186,28 @@ class SqliteVectorStore:
             return []
         q = np.asarray(embedding, dtype=np.float32)
         q = q / max(float(np.linalg.norm(q)), 1e-12)
-        best: list[tuple[float, str, str | None, str]] = []  # a min-heap of the k most similar so far
+        # Scan rowids and vectors only (the per-row cost of Python objects is most of a large scan's time),
+        # keeping the k best of each chunk; then read ids and metadata for the k that won.
+        best_rows = np.empty(0, dtype=np.int64)
+        best_sims = np.empty(0, dtype=np.float32)
         with self._reading() as con:
-            cursor = con.execute(f"SELECT id, vector, document, metadata FROM vectors WHERE {sql}", params)
+            cursor = con.execute(f"SELECT rowid, vector FROM vectors WHERE {sql}", params)
             while chunk := cursor.fetchmany(SCAN_ROWS):
                 matrix = np.frombuffer(b"".join(r[1] for r in chunk), dtype=np.float32).reshape(len(chunk), -1)
                 if matrix.shape[1] != q.shape[0]:
                     raise RecallError(f"the query has {q.shape[0]} dimensions, the stored vectors {matrix.shape[1]}")
-                norms = np.maximum(np.linalg.norm(matrix, axis=1), 1e-12)
-                sims = (matrix @ q) / norms
-                for j in np.argsort(-sims)[:k]:
-                    item = (float(sims[j]), chunk[j][0], chunk[j][2], chunk[j][3])
-                    if len(best) < k:
-                        heapq.heappush(best, item)
-                    elif item[0] > best[0][0]:
-                        heapq.heapreplace(best, item)
-        return [VectorHit(id=i, distance=1.0 - s, similarity=s, document=doc, metadata=json.loads(meta))
-                for s, i, doc, meta in sorted(best, key=lambda b: (-b[0], b[1]))]
+                sims = (matrix @ q) / np.maximum(np.linalg.norm(matrix, axis=1), 1e-12)
+                best_rows = np.concatenate([best_rows, np.fromiter((r[0] for r in chunk), np.int64, len(chunk))])
+                best_sims = np.concatenate([best_sims, sims.astype(np.float32)])
+                if len(best_sims) > k:
+                    keep = np.argpartition(-best_sims, k - 1)[:k]
+                    best_rows, best_sims = best_rows[keep], best_sims[keep]
+            rows = {r[0]: r[1:] for r in con.execute(
+                "SELECT rowid, id, document, metadata FROM vectors WHERE rowid IN (SELECT value FROM json_each(?))",
+                (json.dumps(best_rows.tolist()),))}
+        hits = [(float(sim), *rows[int(rowid)]) for rowid, sim in zip(best_rows, best_sims) if int(rowid) in rows]
+        return [VectorHit(id=i, distance=1.0 - sim, similarity=sim, document=doc, metadata=json.loads(meta))
+                for sim, i, doc, meta in sorted(hits, key=lambda h: (-h[0], h[1]))]
 
     def get(self, ids: Sequence[str], *, include_embeddings: bool = False) -> list[StoredVector]:
         """Rows by id, in the order asked; missing ids are skipped."""

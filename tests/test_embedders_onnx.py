@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from langmem_tiers.embedders import LocalEmbedder, onnx_export
+from langmem_tiers.embedders import LocalEmbedder, onnx_export, onnx_runtime
 from langmem_tiers.embedders import local as local_mod
 from langmem_tiers.errors import ConfigError, RecallError
 
@@ -167,3 +167,44 @@ def test_a_failed_export_is_recorded_and_not_tried_by_every_process(tmp_path: Pa
     marker.unlink()  # deleting the record tries again
     with pytest.raises(AssertionError, match="ran again"):
         LocalEmbedder(model, device="cpu", runtime="onnx", cache_dir=cache).embed(["x"])
+
+
+def _cost(lengths: list[int], batches: list[list[int]], overhead: int) -> int:
+    return sum(len(b) * max(lengths[i] for i in b) + overhead for b in batches)
+
+
+def _best_cost(lengths: list[int], cap: int, overhead: int) -> int:
+    """Every way to cut the longest-first order into runs of at most ``cap``: the cheapest."""
+    ordered = sorted(lengths, reverse=True)
+    best = [0] + [10**12] * len(ordered)
+    for i in range(1, len(ordered) + 1):
+        for j in range(max(0, i - cap), i):
+            best[i] = min(best[i], best[j] + (i - j) * ordered[j] + overhead)
+    return best[-1]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_planned_batches_cover_every_text_once_and_cost_least(seed: int) -> None:
+    import random
+
+    rng = random.Random(seed)
+    lengths = [rng.choice([3, 5, 9, 20, 64, 128, 256]) + rng.randint(0, 4) for _ in range(rng.randint(1, 30))]
+    cap, overhead = rng.choice([1, 2, 8, 16]), rng.choice([0, 16, 64, 1000])
+    plan = onnx_runtime.plan_batches(lengths, cap, overhead)
+    assert sorted(i for b in plan for i in b) == list(range(len(lengths)))
+    assert all(1 <= len(b) <= cap for b in plan)
+    firsts = [lengths[b[0]] for b in plan]
+    assert firsts == sorted(firsts, reverse=True)  # longest first, each batch padded to its first
+    assert all(lengths[b[0]] == max(lengths[i] for i in b) for b in plan)
+    assert _cost(lengths, plan, overhead) == _best_cost(lengths, cap, overhead)
+    # Never worse than sorting and cutting every cap texts (the plan before).
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    assert _cost(lengths, plan, overhead) <= _cost(lengths, [order[i:i + cap] for i in range(0, len(order), cap)],
+                                                   overhead)
+
+
+def test_a_call_of_mixed_lengths_is_split_where_padding_costs_more_than_a_run() -> None:
+    plan = onnx_runtime.plan_batches([250, 240, 20, 18, 15, 12, 10, 8], 8, overhead=64)
+    assert [len(b) for b in plan] == [2, 6]  # the two long texts apart from the six short ones
+    assert len(onnx_runtime.plan_batches([40] * 20, 8, overhead=64)) == 3  # equal lengths: as few runs as fit
+    assert onnx_runtime.plan_batches([], 8) == []

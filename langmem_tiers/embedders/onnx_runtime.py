@@ -19,6 +19,11 @@ from pathlib import Path
 from langmem_tiers.embedders.onnx_export import FORMAT, MANIFEST
 from langmem_tiers.errors import RecallError
 
+# What one extra model run costs, in token slots (a padded token of a batch): the run's fixed cost over
+# one token's. benchmarks/embed_batching.py --overhead on the 2-core host (all-MiniLM-L6-v2), three fits on
+# synthetic shapes: 9.3, 13.4, 14.1 (a run ~1.4-2.1 ms, a slot ~0.15 ms); the median.
+RUN_OVERHEAD_TOKENS = 13
+
 # One loaded model per exported folder per process: several memories share it (as _MODELS does for torch).
 _LOADED: dict[str, OnnxModel] = {}
 _LOADED_LOCK = threading.Lock()
@@ -63,10 +68,12 @@ class OnnxModel:
             self._plain = Tokenizer.from_file(str(folder / "tokenizer.json"))
             self._plain.no_truncation()
             self._plain.no_padding()
-            self._batch = Tokenizer.from_file(str(folder / "tokenizer.json"))
-            self._batch.enable_truncation(max_length=self.max_seq_length)
-            self._batch.enable_padding(pad_id=int(manifest["pad_id"]), pad_token=str(manifest["pad_token"]))
-            self.special_tokens = self._batch.num_special_tokens_to_add(False)
+            # Model inputs: cut to the model's length, padded by forward() per batch it plans.
+            self._inputs = Tokenizer.from_file(str(folder / "tokenizer.json"))
+            self._inputs.enable_truncation(max_length=self.max_seq_length)
+            self._inputs.no_padding()
+            self._pad_id = int(manifest["pad_id"])
+            self.special_tokens = self._inputs.num_special_tokens_to_add(False)
             self._session = onnxruntime.InferenceSession(str(folder / "model.onnx"),
                                                          providers=["CPUExecutionProvider"])
         except Exception as e:
@@ -82,17 +89,21 @@ class OnnxModel:
         return text.lower() if self.lower else text
 
     def forward(self, texts: Sequence[str], batch_size: int) -> list[list[float]]:
-        """Normalized vectors of ``texts``: longest first in batches of ``batch_size``, each padded to
-        its longest (sentence-transformers' order), returned in input order."""
+        """Normalized vectors of ``texts``, in input order: tokenized once, then run in the batches
+        :func:`plan_batches` picks (at most ``batch_size`` texts each, each padded to its longest)."""
         np = self._np
-        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        encoded = self._inputs.encode_batch([self._prepare(t) for t in texts])
         out: list[list[float]] = [[] for _ in texts]
-        for start in range(0, len(order), batch_size):
-            batch = order[start:start + batch_size]
-            encoded = self._batch.encode_batch([self._prepare(texts[i]) for i in batch])
-            ids = np.array([e.ids for e in encoded], dtype=np.int64)
-            mask = np.array([e.attention_mask for e in encoded], dtype=np.int64)
-            types = np.array([e.type_ids for e in encoded], dtype=np.int64)
+        for batch in plan_batches([len(e.ids) for e in encoded], batch_size):
+            width = len(encoded[batch[0]].ids)  # the longest: batches run longest first
+            ids = np.full((len(batch), width), self._pad_id, dtype=np.int64)
+            mask = np.zeros((len(batch), width), dtype=np.int64)
+            types = np.zeros((len(batch), width), dtype=np.int64)
+            for row, i in enumerate(batch):
+                n = len(encoded[i].ids)
+                ids[row, :n] = encoded[i].ids
+                mask[row, :n] = 1
+                types[row, :n] = encoded[i].type_ids
             feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
             hidden = self._session.run(None, {n: feeds[n] for n in self.inputs})[0]
             if self.pooling == "mean":
@@ -104,3 +115,31 @@ class OnnxModel:
             for i, vector in zip(batch, (pooled / norms).tolist()):
                 out[i] = vector
         return out
+
+
+def plan_batches(lengths: Sequence[int], cap: int, overhead: int = RUN_OVERHEAD_TOKENS) -> list[list[int]]:
+    """Indices of texts of these token ``lengths`` in batches of at most ``cap``: longest first, each batch a
+    run of neighbours in that order, chosen to minimize the token slots the model computes (each batch is
+    ``len(batch) * its longest``, padding included) plus ``overhead`` slots per run.
+
+    Sorting and cutting every ``cap`` texts (sentence-transformers' way) pads a call of mixed lengths to its
+    longest: the background indexer's calls of about 8 LongMemEval turns padded 22% more token slots than the
+    same texts sorted in one call (``benchmarks/embed_batching.py``). An exact dynamic programme over the
+    sorted lengths, O(len * cap).
+    """
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    cost = [0] + [0] * len(order)  # cost[i]: the cheapest plan of the first i texts in that order
+    start = [0] * (len(order) + 1)  # start[i]: where the last batch of that plan starts
+    for i in range(1, len(order) + 1):
+        best = None
+        for j in range(max(0, i - cap), i):  # the last batch is order[j:i]; its longest is order[j]
+            c = cost[j] + (i - j) * lengths[order[j]] + overhead
+            if best is None or c < best:
+                best, start[i] = c, j
+        cost[i] = best if best is not None else 0
+    batches: list[list[int]] = []
+    i = len(order)
+    while i > 0:
+        batches.append(order[start[i]:i])
+        i = start[i]
+    return batches[::-1]

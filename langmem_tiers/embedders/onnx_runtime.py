@@ -100,10 +100,10 @@ class OnnxModel:
             mask = np.zeros((len(batch), width), dtype=np.int64)
             types = np.zeros((len(batch), width), dtype=np.int64)
             for row, i in enumerate(batch):
-                n = len(encoded[i].ids)
-                ids[row, :n] = encoded[i].ids
-                mask[row, :n] = 1
-                types[row, :n] = encoded[i].type_ids
+                length = len(encoded[i].ids)
+                ids[row, :length] = encoded[i].ids
+                mask[row, :length] = 1
+                types[row, :length] = encoded[i].type_ids
             feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
             hidden = self._session.run(None, {n: feeds[n] for n in self.inputs})[0]
             if self.pooling == "mean":

@@ -118,7 +118,7 @@ class MemoryConfig:
         vector_cache_mb: the byte bound, in MiB, of this process's in-process vector indexes (one per
             recalled scope: exact float32 up to 20k vectors, int8 HNSW beyond; see
             :mod:`langmem_tiers.recall.scope_vectors`), all scopes together, least recently used out
-            first. A scope that alone would exceed it is answered by Chroma's filtered query instead.
+            first. A scope that alone would exceed it is answered by the vector store's filtered query instead.
             The default (640) holds one million 384-d vectors as int8 HNSW (about 0.6 KB each), so a
             user with a million stored messages is searched in memory; lower it on a small machine.
         embedded_vectors: where an embedded folder keeps its vectors: ``"chroma"`` (embedded Chroma,

@@ -15,7 +15,7 @@ import pytest
 
 from langmem_tiers import MemoryConfig, TieredMemory, WordCounter
 from langmem_tiers.embedders.callable import CallableEmbedder
-from langmem_tiers.errors import ConfigError
+from langmem_tiers.errors import ConfigError, RecallError
 from langmem_tiers.memory.opening import CHROMA_DIR, VECTORS_DIR, open_vectors
 from langmem_tiers.recall import sqlite_vectors
 from langmem_tiers.recall.sqlite_vectors import DATABASE_FILE, SqliteVectorStore
@@ -141,7 +141,7 @@ def test_a_closed_store_refuses_work(tmp_path: Path) -> None:
     store = SqliteVectorStore(tmp_path)
     store.close()
     store.close()
-    with pytest.raises(Exception, match="closed"):
+    with pytest.raises(RecallError, match="closed"):
         store.count()
     (tmp_path / "file").write_text("x")
     with pytest.raises(ConfigError, match="is a file"):

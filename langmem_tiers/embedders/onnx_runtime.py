@@ -128,15 +128,12 @@ def plan_batches(lengths: Sequence[int], cap: int, overhead: int = RUN_OVERHEAD_
     sorted lengths, O(len * cap).
     """
     order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
-    cost = [0] + [0] * len(order)  # cost[i]: the cheapest plan of the first i texts in that order
+    cost = [0] * (len(order) + 1)  # cost[i]: the cheapest plan of the first i texts in that order
     start = [0] * (len(order) + 1)  # start[i]: where the last batch of that plan starts
     for i in range(1, len(order) + 1):
-        best = None
-        for j in range(max(0, i - cap), i):  # the last batch is order[j:i]; its longest is order[j]
-            c = cost[j] + (i - j) * lengths[order[j]] + overhead
-            if best is None or c < best:
-                best, start[i] = c, j
-        cost[i] = best if best is not None else 0
+        # The last batch is order[j:i], padded to its longest, order[j]; the first j are planned already.
+        cost[i], start[i] = min((cost[j] + (i - j) * lengths[order[j]] + overhead, j)
+                                for j in range(max(0, i - cap), i))
     batches: list[list[int]] = []
     i = len(order)
     while i > 0:

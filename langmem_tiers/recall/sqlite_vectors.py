@@ -111,11 +111,9 @@ class SqliteVectorStore:
             con.execute("PRAGMA synchronous=FULL")
             con.execute("PRAGMA secure_delete=ON")
             con.executescript(_SCHEMA)
-            row = con.execute("SELECT value FROM settings WHERE name = 'dimension'").fetchone()
         except sqlite3.Error as e:
             con.close()
             raise RecallError(f"could not open the vector store in {str(path)!r}: {e}") from e
-        self._dimension: int | None = int(row[0]) if row else None
 
     def __repr__(self) -> str:
         return f"SqliteVectorStore({str(self.folder)!r})"
@@ -169,7 +167,6 @@ class SqliteVectorStore:
             con.executemany("INSERT INTO vectors (id, vector, document, metadata) VALUES (?, ?, ?, ?) "
                             "ON CONFLICT (id) DO UPDATE SET vector = excluded.vector, document = excluded.document, "
                             "metadata = excluded.metadata", rows)
-        self._dimension = dimension
 
     def query(self, embedding: Sequence[float], k: int, where: Mapping[str, Any]) -> list[VectorHit]:
         """The ``k`` nearest rows matching ``where``, nearest first: an exact scan of the matching rows.
@@ -234,7 +231,7 @@ class SqliteVectorStore:
                                     (json.dumps(ids),)))
         found = [i for i in ids if i in rows]
         if not found:
-            return [], np.empty((0, self._dimension or 0), dtype=np.float32)
+            return [], np.empty((0, 0), dtype=np.float32)  # as ChromaStore.embeddings
         return found, np.frombuffer(b"".join(rows[i] for i in found), dtype=np.float32).reshape(len(found), -1).copy()
 
     def delete(self, ids: Sequence[str] | None = None, where: Mapping[str, Any] | None = None) -> None:

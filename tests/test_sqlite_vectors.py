@@ -61,7 +61,7 @@ def test_filters_select_what_chroma_would(tmp_path: Path, where: dict[str, Any],
 
 
 @pytest.mark.parametrize("where", [{"ns": {"$regex": "x"}}, {"ns": {"$in": 3}}, {"bad name": 1}, {"$and": []},
-                                   {"ns": {"$eq": [1]}}, {"$or": [{}]}])
+                                   {"ns": {"$eq": [1]}}, {"$or": [{}]}, {"ns": {}}])
 def test_filters_it_does_not_speak_are_refused(tmp_path: Path, where: dict[str, Any]) -> None:
     with _filled(tmp_path) as store:
         with pytest.raises(ConfigError):

@@ -41,11 +41,11 @@ from langmem_tiers.recall.vector_store import (
     Metadata,
     StoredVector,
     VectorHit,
-    _files,
-    _folder_bytes,
-    _ids,
-    _require_where,
+    checked_ids,
+    folder_bytes,
+    folder_files,
     folder_residue,
+    require_where,
     upsert_ids,
 )
 
@@ -176,7 +176,7 @@ class SqliteVectorStore:
         """
         import numpy as np
 
-        sql, params = _compile(_require_where(where, "query"))
+        sql, params = _compile(require_where(where, "query"))
         if isinstance(k, bool) or not isinstance(k, int) or k < 0:
             raise ConfigError(f"k ({k!r}) must be an integer >= 0")
         if k == 0:
@@ -210,7 +210,7 @@ class SqliteVectorStore:
         """Rows by id, in the order asked; missing ids are skipped."""
         import numpy as np
 
-        ids = _ids(ids)
+        ids = checked_ids(ids)
         with self._reading() as con:
             rows = {r[0]: r for r in con.execute(
                 "SELECT id, vector, document, metadata FROM vectors WHERE id IN (SELECT value FROM json_each(?))",
@@ -225,7 +225,7 @@ class SqliteVectorStore:
         skipped; an id asked twice is returned once)."""
         import numpy as np
 
-        ids = list(dict.fromkeys(_ids(ids)))
+        ids = list(dict.fromkeys(checked_ids(ids)))
         with self._reading() as con:
             rows = dict(con.execute("SELECT id, vector FROM vectors WHERE id IN (SELECT value FROM json_each(?))",
                                     (json.dumps(ids),)))
@@ -246,18 +246,18 @@ class SqliteVectorStore:
         clauses: list[str] = []
         params: list[Any] = []
         if where is not None:
-            sql, where_params = _compile(_require_where(where, "delete"))
+            sql, where_params = _compile(require_where(where, "delete"))
             clauses.append(sql)
             params += where_params
         if ids is not None:
             clauses.append("id IN (SELECT value FROM json_each(?))")
-            params.append(json.dumps(_ids(ids)))
+            params.append(json.dumps(checked_ids(ids)))
         with self._writing() as con:
             con.execute(f"DELETE FROM vectors WHERE {' AND '.join(clauses)}", params)
 
     def count(self, where: Mapping[str, Any] | None = None) -> int:
         """Rows matching ``where``, or every row when ``None``."""
-        sql, params = ("1", []) if where is None else _compile(_require_where(where, "count"))
+        sql, params = ("1", []) if where is None else _compile(require_where(where, "count"))
         with self._reading() as con:
             return int(con.execute(f"SELECT count(*) FROM vectors WHERE {sql}", params).fetchone()[0])
 
@@ -268,7 +268,7 @@ class SqliteVectorStore:
         and truncate the log again. Other processes' open readers may delay the checkpoint; the report
         then says so."""
         with self._reading() as con:  # outside a transaction: neither a checkpoint nor VACUUM runs inside one
-            before = _folder_bytes(self.folder)
+            before = folder_bytes(self.folder)
             try:
                 con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
                 con.execute("VACUUM")
@@ -276,7 +276,7 @@ class SqliteVectorStore:
             except sqlite3.Error as e:
                 raise RecallError(f"could not compact the vector store in {str(self.folder)!r}: {e}") from e
             kept = int(con.execute("SELECT count(*) FROM vectors").fetchone()[0])
-            after = _folder_bytes(self.folder)
+            after = folder_bytes(self.folder)
         busy_note = "another process was reading: the write-ahead log was not truncated; compact again when idle"
         remains = (*_REMAINS, busy_note) if busy else _REMAINS
         logger.info("compacted the vector store in %s: %d rows kept, %d -> %d bytes", self.folder, kept, before, after)
@@ -288,7 +288,7 @@ class SqliteVectorStore:
 
     def files(self) -> list[Path]:
         """The store's files on disk (the database and its write-ahead log)."""
-        return sorted(_files(self.folder))
+        return sorted(folder_files(self.folder))
 
     # -- internals -------------------------------------------------------------------
 
@@ -338,7 +338,7 @@ def _compile(where: Mapping[str, Any]) -> tuple[str, list[Any]]:
         if key in ("$and", "$or"):
             if not isinstance(value, list) or not value:
                 raise ConfigError(f"{key} needs a non-empty list of filters, got {value!r}")
-            parts = [_compile(_require_where(v, key)) for v in value]
+            parts = [_compile(require_where(v, key)) for v in value]
             clauses.append("(" + f" {key[1:].upper()} ".join(p[0] for p in parts) + ")")
             params += [p for _, ps in parts for p in ps]
             continue
@@ -346,6 +346,8 @@ def _compile(where: Mapping[str, Any]) -> tuple[str, list[Any]]:
             raise ConfigError(f"where field {key!r} must be a metadata name (letters, digits and _) or $and/$or")
         column = f"json_extract(metadata, '$.{key}')"
         ops = value if isinstance(value, Mapping) else {"$eq": value}
+        if not ops:
+            raise ConfigError(f"where field {key!r} needs an operator, got an empty filter")
         for op, operand in ops.items():
             if op in ("$in", "$nin"):
                 if not isinstance(operand, list):

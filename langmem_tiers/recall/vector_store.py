@@ -516,7 +516,7 @@ class ChromaStore:
             ConfigError: ``where`` is missing or empty (unfiltered searches are refused).
             RecallError: Chroma failed.
         """
-        flt = _require_where(where, "query")
+        flt = require_where(where, "query")
         if isinstance(k, bool) or not isinstance(k, int) or k < 0:
             raise ConfigError(f"k ({k!r}) must be an integer >= 0")
         if k == 0:
@@ -542,7 +542,7 @@ class ChromaStore:
     def get(self, ids: Sequence[str], *, include_embeddings: bool = False) -> list[StoredVector]:
         """Rows by id, in the order asked; missing ids are skipped (``document`` is ``None``
         for rows stored without one)."""
-        ids = _ids(ids)
+        ids = checked_ids(ids)
         if not ids:
             return []
         include = ["documents", "metadatas"] + (["embeddings"] if include_embeddings else [])
@@ -566,7 +566,7 @@ class ChromaStore:
         asked twice is returned once, where Chroma would refuse the whole request)."""
         import numpy as np
 
-        ids = list(dict.fromkeys(_ids(ids)))
+        ids = list(dict.fromkeys(checked_ids(ids)))
         found: list[str] = []
         rows: list[Any] = []
         for start in range(0, len(ids), self._max_batch):
@@ -592,10 +592,10 @@ class ChromaStore:
             raise ConfigError("delete needs ids or a where filter: refusing to delete every namespace")
         kwargs: dict[str, Any] = {}
         if where is not None:
-            kwargs["where"] = _require_where(where, "delete")
+            kwargs["where"] = require_where(where, "delete")
         with self._writing():
             if ids is not None:
-                id_list = _ids(ids)
+                id_list = checked_ids(ids)
                 for start in range(0, len(id_list), self._max_batch):
                     self._call("delete", ids=list(id_list[start : start + self._max_batch]), **kwargs)
                 return
@@ -605,7 +605,7 @@ class ChromaStore:
         """Rows matching ``where``, or every row of the collection when ``None``."""
         if where is None:
             return int(self._call("count"))
-        flt = _require_where(where, "count")
+        flt = require_where(where, "count")
         result = self._call("get", where=flt, include=[])
         return len(result["ids"])
 
@@ -633,12 +633,12 @@ class ChromaStore:
             return CompactReport(physical=False, rows_kept=self.count(), remains=_SERVER_REMAINS)
         folder = self.folder
         with self._writing():
-            before = _folder_bytes(folder)
+            before = folder_bytes(folder)
             kept = self._rebuild()
             removed = _remove_orphan_segments(folder)
             _vacuum(folder / SQLITE_FILE)
             _scrub_hnsw_slack(folder)
-            after = _folder_bytes(folder)
+            after = folder_bytes(folder)
         logger.info("compacted Chroma collection %s in %s: %d rows kept, %d old segments removed, %d -> %d bytes",
                     self.collection_name, folder, kept, removed, before, after)
         return CompactReport(physical=True, rows_kept=kept, segments_removed=removed, bytes_before=before,
@@ -767,7 +767,7 @@ def folder_residue(folder: str | Path, needles: Sequence[str]) -> dict[str, int]
             raise ConfigError(f"every needle must be a non-empty string, got {needle!r}")
         patterns[needle] = needle.encode("utf-8")
     counts = dict.fromkeys(patterns, 0)
-    for path in _files(Path(folder)):
+    for path in folder_files(Path(folder)):
         for needle, n in _count_in_file(path, patterns).items():
             counts[needle] += n
     return counts
@@ -783,7 +783,8 @@ def _copy_page(target: Any, page: Mapping[str, Any]) -> None:
     target.add(**kwargs)
 
 
-def _files(folder: Path) -> Iterator[Path]:
+def folder_files(folder: Path) -> Iterator[Path]:
+    """Every regular file under ``folder`` (links not followed)."""
     for root, _dirs, names in os.walk(folder):
         for name in names:
             path = Path(root) / name
@@ -791,9 +792,10 @@ def _files(folder: Path) -> Iterator[Path]:
                 yield path
 
 
-def _folder_bytes(folder: Path) -> int:
+def folder_bytes(folder: Path) -> int:
+    """The bytes of :func:`folder_files` (a file gone meanwhile counts nothing)."""
     total = 0
-    for path in _files(folder):
+    for path in folder_files(folder):
         with contextlib.suppress(OSError):
             total += path.stat().st_size
     return total
@@ -917,7 +919,12 @@ def _space_of(collection: Any) -> str | None:
     return space if isinstance(space, str) else None
 
 
-def _require_where(where: Mapping[str, Any] | None, op: str) -> dict[str, Any]:
+def require_where(where: Mapping[str, Any] | None, op: str) -> dict[str, Any]:
+    """``where`` as a dict, for every store: an unfiltered ``op`` would cross tenants.
+
+    Raises:
+        ConfigError: ``where`` is missing, empty or not a mapping.
+    """
     if where is None or not isinstance(where, Mapping) or not where:
         raise ConfigError(
             f"{op} needs a non-empty where filter (got {where!r}): build one with namespace_where() "
@@ -934,7 +941,7 @@ def upsert_ids(ids: Sequence[str], embeddings: Sequence[Sequence[float]], docume
         ValueError: counts that differ, an empty or repeated id.
         TypeError: ``ids`` or ``documents`` is a single string, or a document is not a string.
     """
-    out = _ids(ids)
+    out = checked_ids(ids)
     n = len(out)
     n_docs = n if documents is None else len(documents)
     if not (len(embeddings) == n_docs == len(metadatas) == n):
@@ -949,7 +956,13 @@ def upsert_ids(ids: Sequence[str], embeddings: Sequence[Sequence[float]], docume
     return out
 
 
-def _ids(ids: Sequence[str]) -> list[str]:
+def checked_ids(ids: Sequence[str]) -> list[str]:
+    """``ids`` as a list, for every store.
+
+    Raises:
+        TypeError: ``ids`` is a single string.
+        ValueError: an id is empty or not a string.
+    """
     if isinstance(ids, str):
         raise TypeError("ids must be a sequence of strings, not a single str")
     out = list(ids)

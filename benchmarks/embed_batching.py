@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/embed_batching.py --overhead
     .venv/bin/python benchmarks/embed_batching.py --data ../shared/data/longmemeval/longmemeval_s_dev.json \\
         --haystacks 1 --rounds 5
+    .venv/bin/python benchmarks/embed_batching.py --chat 1000 --caps 8,16,32,64,128 --rounds 5
 
 ``--overhead`` fits ``seconds = a + b * slots + c * n * L^2`` to forward runs of ``n`` texts padded to ``L``
 tokens (slots = n * L, n in 1..8, L in 16..256, each shape timed ``--repeats`` times, medians), and prints
@@ -11,11 +12,14 @@ for.
 
 ``--data`` ingests LongMemEval haystacks through the API once (``benchmarks/ingest.py``'s ``ingest``: an
 add per message, a flush per session) and captures the background indexer's embed calls (about 8 texts
-each), then compares two plans of each call (its texts cut into model-sized pieces): sorted and cut every
-``cap`` texts (sentence-transformers' plan, ours before) and ``plan_batches`` (ours now). It prints the
-token slots each plan computes against the real tokens, and times both on the model, alternating over
-``--rounds`` rounds (medians). Dev data is only read here: the constant was fitted by ``--overhead`` on
-synthetic shapes, not on it.
+each), then compares plans of each call (its texts cut into model-sized pieces): sorted and cut every
+``cap`` texts (sentence-transformers' plan, ours before) and ``plan_batches`` (ours now), at the
+embedder's default cap and at each of ``--caps`` (and with ``--max-slots``, at each cap with that bound
+on a batch's token slots). ``--chat N`` does the same on N short chat lines
+(``benchmarks/ingest.py``'s chat workload: sessions of 100 messages). It prints the token slots and
+runs each plan computes against the real tokens, and times every plan on the model, in rotated order
+over ``--rounds`` rounds (medians). Dev data is only read here: the constant was fitted by
+``--overhead`` on synthetic shapes, not on it.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import argparse
 import statistics
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from langmem_tiers.embedders import onnx_runtime
@@ -62,12 +66,14 @@ def slots(lengths: Sequence[int], batches: list[list[int]]) -> int:
     return sum(len(b) * max(lengths[i] for i in b) for b in batches)
 
 
-def workload(path: Path, haystacks: int, emb: LocalEmbedder) -> list[list[str]]:
-    """The embed calls the core makes ingesting these haystacks (benchmarks/ingest.py's ingest, captured)."""
+def workload(args: argparse.Namespace, emb: LocalEmbedder) -> list[list[str]]:
+    """The embed calls the core makes ingesting the LongMemEval haystacks or the chat lines
+    (benchmarks/ingest.py's ingest, captured)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from ingest import ingest, longmemeval_sessions
+    from ingest import chat_sessions, ingest, longmemeval_sessions
 
-    calls: list[list[str]] = ingest(longmemeval_sessions(path, haystacks), emb)["embedded"]
+    sessions = longmemeval_sessions(args.data, args.haystacks) if args.data else chat_sessions(args.chat)
+    calls: list[list[str]] = ingest(sessions, emb)["embedded"]
     return calls
 
 
@@ -77,6 +83,11 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--data", type=Path, default=None, help="LongMemEval JSON")
     parser.add_argument("--haystacks", type=int, default=1)
+    parser.add_argument("--chat", type=int, default=0, help="chat lines to ingest instead of --data (0: none)")
+    parser.add_argument("--caps", type=lambda s: [int(x) for x in s.split(",")], default=[],
+                        help="more caps (texts per run) to time plan_batches at, beside the default's")
+    parser.add_argument("--max-slots", type=int, default=0,
+                        help="also time plan_batches at each of --caps with this bound on a batch's token slots")
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     emb = LocalEmbedder(device="cpu", runtime="onnx")
@@ -85,31 +96,36 @@ def main() -> None:
     emb.embed(["warm up"] * 8)
     if args.overhead:
         print(fit_overhead(model, args.repeats))
-    if args.data is None:
+    if args.data is None and not args.chat:
         return
-    calls = workload(args.data, args.haystacks, emb)
+    calls = workload(args, emb)
     pieces = [Pieces.of(c, emb._split).texts for c in calls]
     lengths = [[len(e.ids) for e in model._inputs.encode_batch([model._prepare(t) for t in p])] for p in pieces]
-    cap = emb.batch_size
-    real = sum(sum(ls) for ls in lengths)
-    print({"calls": len(calls), "texts": sum(len(p) for p in pieces), "real_tokens": real,
-           "slots_sorted_cut": sum(slots(ls, sorted_cut(ls, cap)) for ls in lengths),
-           "slots_planned": sum(slots(ls, onnx_runtime.plan_batches(ls, cap)) for ls in lengths),
-           "runs_sorted_cut": sum(len(sorted_cut(ls, cap)) for ls in lengths),
-           "runs_planned": sum(len(onnx_runtime.plan_batches(ls, cap)) for ls in lengths)})
     planner = onnx_runtime.plan_batches
-    timed: dict[str, list[float]] = {"sorted_cut": [], "planned": []}
+    # name -> (planner, cap): sentence-transformers' plan at the default cap, then ours at each cap
+    plans: dict[str, tuple[Callable[..., list[list[int]]], int]] = {
+        f"sorted_cut@{emb.batch_size}": (lambda ls, c, overhead=0: sorted_cut(ls, c), emb.batch_size)}
+    for cap in dict.fromkeys([emb.batch_size, *args.caps]):
+        plans[f"planned@{cap}"] = (planner, cap)
+    for cap in args.caps if args.max_slots else []:
+        plans[f"planned@{cap}/{args.max_slots}slots"] = (
+            lambda ls, c, overhead=onnx_runtime.RUN_OVERHEAD_TOKENS: planner(ls, c, overhead, args.max_slots), cap)
+    print({"calls": len(calls), "texts": sum(len(p) for p in pieces),
+           "real_tokens": sum(sum(ls) for ls in lengths),
+           "slots": {name: sum(slots(ls, plan(ls, cap)) for ls in lengths) for name, (plan, cap) in plans.items()},
+           "runs": {name: sum(len(plan(ls, cap)) for ls in lengths) for name, (plan, cap) in plans.items()}})
+    timed: dict[str, list[float]] = {name: [] for name in plans}
+    names = list(plans)
     try:
         for r in range(args.rounds):
-            for name in (["sorted_cut", "planned"] if r % 2 == 0 else ["planned", "sorted_cut"]):
-                onnx_runtime.plan_batches = planner if name == "planned" else (  # type: ignore[assignment]
-                    lambda ls, c, overhead=0: sorted_cut(ls, c))
+            for name in names[r % len(names):] + names[:r % len(names)]:  # rotated: spells spread over plans
+                onnx_runtime.plan_batches, cap = plans[name]
                 t = time.perf_counter()
                 for p in pieces:
                     model.forward(p, cap)
                 timed[name].append(time.perf_counter() - t)
     finally:
-        onnx_runtime.plan_batches = planner  # type: ignore[assignment]
+        onnx_runtime.plan_batches = planner
     print({name: {"median_s": round(statistics.median(v), 2), "all_s": [round(x, 2) for x in v]}
            for name, v in timed.items()})
 

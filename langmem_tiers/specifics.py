@@ -248,6 +248,7 @@ def score_sentence(text: str) -> Specificity:
     return Specificity(sentence, round(score, 4), kinds, tuple(evidence), first_person, _subject(lower))
 
 
+@lru_cache(maxsize=8192)  # pure; as score_sentence, re-read on every fold of a rolling summary
 def sentence_shape(text: str) -> tuple[str, ...]:
     """The template of a sentence: digits masked as ``0``, names as ``N``, stopwords dropped.
 
@@ -260,7 +261,7 @@ def sentence_shape(text: str) -> tuple[str, ...]:
         low = word.lower()
         if not word or low in STOPWORDS:
             continue
-        if any(ch.isdigit() for ch in word):
+        if any(map(str.isdigit, word)):
             shape.append("0")
         elif word[0].isupper() and i > 0:
             shape.append("N")

@@ -14,8 +14,7 @@ for.
 add per message, a flush per session) and captures the background indexer's embed calls (about 8 texts
 each), then compares plans of each call (its texts cut into model-sized pieces): sorted and cut every
 ``cap`` texts (sentence-transformers' plan, ours before) and ``plan_batches`` (ours now), at the
-embedder's default cap and at each of ``--caps`` (and with ``--max-slots``, at each cap with that bound
-on a batch's token slots). ``--chat N`` does the same on N short chat lines
+embedder's default cap and at each of ``--caps``. ``--chat N`` does the same on N short chat lines
 (``benchmarks/ingest.py``'s chat workload: sessions of 100 messages). It prints the token slots and
 runs each plan computes against the real tokens, and times every plan on the model, in rotated order
 over ``--rounds`` rounds (medians). Dev data is only read here: the constant was fitted by
@@ -86,8 +85,6 @@ def main() -> None:
     parser.add_argument("--chat", type=int, default=0, help="chat lines to ingest instead of --data (0: none)")
     parser.add_argument("--caps", type=lambda s: [int(x) for x in s.split(",")], default=[],
                         help="more caps (texts per run) to time plan_batches at, beside the default's")
-    parser.add_argument("--max-slots", type=int, default=0,
-                        help="also time plan_batches at each of --caps with this bound on a batch's token slots")
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     emb = LocalEmbedder(device="cpu", runtime="onnx")
@@ -107,9 +104,6 @@ def main() -> None:
         f"sorted_cut@{emb.batch_size}": (lambda ls, c, overhead=0: sorted_cut(ls, c), emb.batch_size)}
     for cap in dict.fromkeys([emb.batch_size, *args.caps]):
         plans[f"planned@{cap}"] = (planner, cap)
-    for cap in args.caps if args.max_slots else []:
-        plans[f"planned@{cap}/{args.max_slots}slots"] = (
-            lambda ls, c, overhead=onnx_runtime.RUN_OVERHEAD_TOKENS: planner(ls, c, overhead, args.max_slots), cap)
     print({"calls": len(calls), "texts": sum(len(p) for p in pieces),
            "real_tokens": sum(sum(ls) for ls in lengths),
            "slots": {name: sum(slots(ls, plan(ls, cap)) for ls in lengths) for name, (plan, cap) in plans.items()},
@@ -126,8 +120,9 @@ def main() -> None:
                 timed[name].append(time.perf_counter() - t)
     finally:
         onnx_runtime.plan_batches = planner
-    print({name: {"median_s": round(statistics.median(v), 2), "all_s": [round(x, 2) for x in v]}
-           for name, v in timed.items()})
+    if args.rounds:  # --rounds 0: the slots and runs only
+        print({name: {"median_s": round(statistics.median(v), 2), "all_s": [round(x, 2) for x in v]}
+               for name, v in timed.items()})
 
 
 if __name__ == "__main__":

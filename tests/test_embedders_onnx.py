@@ -174,15 +174,14 @@ def _cost(lengths: list[int], batches: list[list[int]], overhead: int) -> int:
     return sum(len(b) * max(lengths[i] for i in b) + overhead for b in batches)
 
 
-def _best_cost(lengths: list[int], cap: int, overhead: int, max_slots: int | None = None) -> int:
-    """Every way to cut the longest-first order into runs of at most ``cap`` (and ``max_slots`` slots, a lone
-    text excepted), enumerated: the cheapest."""
+def _best_cost(lengths: list[int], cap: int, overhead: int) -> int:
+    """Every way to cut the longest-first order into runs of at most ``cap``, enumerated: the cheapest."""
     ordered = sorted(lengths, reverse=True)
     best = 10**12
     for cuts in itertools.product([False, True], repeat=len(ordered) - 1):
         ends = [i + 1 for i, cut in enumerate(cuts) if cut] + [len(ordered)]
         runs = [ordered[a:b] for a, b in zip([0, *ends], ends)]
-        if all(len(r) <= cap and (max_slots is None or len(r) == 1 or len(r) * r[0] <= max_slots) for r in runs):
+        if all(len(r) <= cap for r in runs):
             best = min(best, sum(len(r) * r[0] + overhead for r in runs))
     return best
 
@@ -194,20 +193,17 @@ def test_planned_batches_cover_every_text_once_and_cost_least(seed: int) -> None
     rng = random.Random(seed)
     lengths = [rng.choice([3, 5, 9, 20, 64, 128, 256]) + rng.randint(0, 4) for _ in range(rng.randint(1, 12))]
     cap, overhead = rng.choice([1, 2, 8, 16]), rng.choice([0, 16, 64, 1000])
-    max_slots = rng.choice([None, 40, 300, 1000])
-    plan = onnx_runtime.plan_batches(lengths, cap, overhead, max_slots)
+    plan = onnx_runtime.plan_batches(lengths, cap, overhead)
     assert sorted(i for b in plan for i in b) == list(range(len(lengths)))
     assert all(1 <= len(b) <= cap for b in plan)
-    if max_slots is not None:  # a lone text may pass the bound: it cannot be cut here
-        assert all(len(b) == 1 or len(b) * lengths[b[0]] <= max_slots for b in plan)
     firsts = [lengths[b[0]] for b in plan]
     assert firsts == sorted(firsts, reverse=True)  # longest first, each batch padded to its first
     assert all(lengths[b[0]] == max(lengths[i] for i in b) for b in plan)
-    assert _cost(lengths, plan, overhead) == _best_cost(lengths, cap, overhead, max_slots)
-    if max_slots is None:  # never worse than sorting and cutting every cap texts (the plan before)
-        order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
-        cut = [order[i:i + cap] for i in range(0, len(order), cap)]
-        assert _cost(lengths, plan, overhead) <= _cost(lengths, cut, overhead)
+    assert _cost(lengths, plan, overhead) == _best_cost(lengths, cap, overhead)
+    # Never worse than sorting and cutting every cap texts (the plan before).
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    cut = [order[i:i + cap] for i in range(0, len(order), cap)]
+    assert _cost(lengths, plan, overhead) <= _cost(lengths, cut, overhead)
 
 
 def test_a_call_of_mixed_lengths_is_split_where_padding_costs_more_than_a_run() -> None:

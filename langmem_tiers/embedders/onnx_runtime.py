@@ -117,12 +117,10 @@ class OnnxModel:
         return out
 
 
-def plan_batches(lengths: Sequence[int], cap: int, overhead: int = RUN_OVERHEAD_TOKENS,
-                 max_slots: int | None = None) -> list[list[int]]:
+def plan_batches(lengths: Sequence[int], cap: int, overhead: int = RUN_OVERHEAD_TOKENS) -> list[list[int]]:
     """Indices of texts of these token ``lengths`` in batches of at most ``cap``: longest first, each batch a
     run of neighbours in that order, chosen to minimize the token slots the model computes (each batch is
-    ``len(batch) * its longest``, padding included) plus ``overhead`` slots per run. ``max_slots`` also
-    bounds each batch's slots (a text longer than it runs alone): the activations a run holds grow with them.
+    ``len(batch) * its longest``, padding included) plus ``overhead`` slots per run.
 
     Sorting and cutting every ``cap`` texts (sentence-transformers' way) pads a call of mixed lengths to its
     longest: the background indexer's calls of about 8 LongMemEval turns padded 22% more token slots than the
@@ -134,10 +132,8 @@ def plan_batches(lengths: Sequence[int], cap: int, overhead: int = RUN_OVERHEAD_
     start = [0] * (len(order) + 1)  # start[i]: where the last batch of that plan starts
     for i in range(1, len(order) + 1):
         # The last batch is order[j:i], padded to its longest, order[j]; the first j are planned already.
-        # Its slots shrink as j grows (the lengths fall), so the batches within max_slots end the range.
         cost[i], start[i] = min((cost[j] + (i - j) * lengths[order[j]] + overhead, j)
-                                for j in range(max(0, i - cap), i)
-                                if max_slots is None or j == i - 1 or (i - j) * lengths[order[j]] <= max_slots)
+                                for j in range(max(0, i - cap), i))
     batches: list[list[int]] = []
     i = len(order)
     while i > 0:

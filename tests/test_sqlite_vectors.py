@@ -157,10 +157,11 @@ def _vectors(texts: list[str]) -> list[list[float]]:
     return [np.random.default_rng(abs(hash(t)) % 2**32).standard_normal(DIM).tolist() for t in texts]
 
 
-def _open(path: Path, embedded_vectors: str | None = None, session: str = "s") -> TieredMemory:
+def _open(path: Path, embedded_vectors: str | None = None, session: str = "s",
+          model: str = "test:hash16") -> TieredMemory:
     config = MemoryConfig(embedded_vectors=embedded_vectors)  # type: ignore[arg-type]
     return TieredMemory.open(path, session_id=session, user_id="u", config=config, counter=WordCounter(),
-                             embedder=CallableEmbedder(_vectors, dimension=DIM, key="test:hash16"))
+                             embedder=CallableEmbedder(_vectors, dimension=DIM, key=model))
 
 
 def test_a_folder_keeps_the_store_it_was_made_with(tmp_path: Path) -> None:
@@ -183,6 +184,30 @@ def test_a_folder_keeps_the_store_it_was_made_with(tmp_path: Path) -> None:
     (tmp_path / "new" / VECTORS_DIR / DATABASE_FILE).write_bytes(b"")
     with pytest.raises(ConfigError, match="both stores"):
         _open(tmp_path / "new")
+
+
+@pytest.mark.parametrize("engine", ["chroma", "sqlite"])
+def test_a_folder_holds_one_embedding_models_vectors(tmp_path: Path, engine: str) -> None:
+    """Another model's vectors would be searched with this model's queries (one SQLite store), or sit in a
+    collection no erasure reaches while recall misses every record (Chroma): the open is refused."""
+    with _open(tmp_path, engine) as memory:
+        for i in range(4):
+            memory.add("user" if i % 2 == 0 else "assistant", f"the kayak trip number {i}")
+        memory.flush()
+        records = memory.recall.store.count()  # type: ignore[union-attr]
+    assert records > 0
+    with pytest.raises(ConfigError, match="vectors of two models cannot be searched together"):
+        _open(tmp_path, engine, model="test:other16")
+    with _open(tmp_path, engine) as memory:  # the first model still opens, its vectors all there
+        assert memory.recall.store.count() == records  # type: ignore[union-attr]
+    # What the message says to do: remove the vectors, open with the new model, reindex.
+    shutil.rmtree(tmp_path / (CHROMA_DIR if engine == "chroma" else VECTORS_DIR))
+    with _open(tmp_path, engine, model="test:other16") as memory:
+        memory.reindex()
+        memory.flush()
+        assert memory.recall.store.count() == records  # type: ignore[union-attr]
+    with pytest.raises(ConfigError, match="vectors of two models cannot be searched together"):
+        _open(tmp_path, engine)
 
 
 def test_embedded_vectors_is_checked(tmp_path: Path) -> None:

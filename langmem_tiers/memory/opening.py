@@ -137,8 +137,35 @@ def open_vectors(folder: Path | None, embedder: Embedder | bool | None, chroma: 
                               "needs chroma= (a Chroma server URL or client), or embedder=False")
         raise ConfigError("a PostgreSQL journal needs chroma= (a Chroma server URL or client), or embedder=False")
     if embedded_engine(folder, engine) == "sqlite":
-        return SqliteVectorStore(folder / VECTORS_DIR), embedder, f"{mode}; vectors on disk (sqlite)"
-    return ChromaStore.persistent(folder / CHROMA_DIR, collection=collection_name(embedder)), embedder, mode
+        store: VectorStore = SqliteVectorStore(folder / VECTORS_DIR, model=embedder.key)
+        return store, embedder, f"{mode}; vectors on disk (sqlite)"
+    chroma_store = ChromaStore.persistent(folder / CHROMA_DIR, collection=collection_name(embedder))
+    try:
+        refuse_other_models(chroma_store, embedder)
+    except BaseException:
+        chroma_store.close()
+        raise
+    return chroma_store, embedder, mode
+
+
+def refuse_other_models(store: ChromaStore, embedder: Embedder) -> None:
+    """An embedded folder holds one embedding model's vectors, whichever the store.
+
+    Another model's collection would sit beside this one where no erasure reaches it (forget() deletes from
+    the collection in use), and recall would silently miss every record until reindex().
+
+    Raises:
+        ConfigError: the folder's Chroma holds vectors in another model's collection.
+    """
+    prefix = f"langmem_tiers{COLLECTION_LAYOUT}_"  # collection_name()'s, before the model
+    for listed in store.client.list_collections():
+        name = getattr(listed, "name", listed)
+        if name.startswith(prefix) and name != store.collection_name and store.client.get_collection(name).count():
+            raise ConfigError(
+                f"the vectors in {str(store.folder)!r} were made by another embedding model (collection {name!r}); "
+                f"this memory embeds with {embedder.key!r}, and vectors of two models cannot be searched together. "
+                f"Open with the same embedder, or remove {str(store.folder)!r} (with no process using it), open "
+                "with the new embedder, then call reindex() to embed the journal's records again")
 
 
 def embedded_engine(folder: Path, asked: EmbeddedVectors | None) -> EmbeddedVectors:

@@ -78,9 +78,12 @@ class SqliteVectorStore:
 
     Args:
         folder: the store's folder (created when missing).
+        model: the embedding model's key (``Embedder.key``). The store records the first one it is
+            given and refuses another: a folder holds one model's vectors, as a Chroma collection
+            does (vectors of two models cannot be searched together). ``None``: not checked.
 
     Raises:
-        ConfigError: ``folder`` names a file.
+        ConfigError: ``folder`` names a file, or the store holds another model's vectors.
         RecallError: the database could not be opened.
 
     Example:
@@ -93,7 +96,7 @@ class SqliteVectorStore:
 
     embedded = True
 
-    def __init__(self, folder: str | Path) -> None:
+    def __init__(self, folder: str | Path, model: str | None = None) -> None:
         path = Path(folder).expanduser().resolve()
         if path.exists() and not path.is_dir():
             raise ConfigError(f"the vector store path {str(path)!r} is a file: pass a folder")
@@ -114,9 +117,29 @@ class SqliteVectorStore:
         except sqlite3.Error as e:
             con.close()
             raise RecallError(f"could not open the vector store in {str(path)!r}: {e}") from e
+        if model is not None:
+            try:
+                self._claim_model(model)
+            except BaseException:
+                con.close()
+                raise
 
     def __repr__(self) -> str:
         return f"SqliteVectorStore({str(self.folder)!r})"
+
+    def _claim_model(self, model: str) -> None:
+        # In a write transaction: two processes opening a new folder at once record one model, and the other
+        # is refused. A store written before models were recorded takes the first one named (it cannot tell).
+        with self._writing() as con:
+            held = con.execute("SELECT value FROM settings WHERE name = 'model'").fetchone()
+            if held is None:
+                con.execute("INSERT INTO settings (name, value) VALUES ('model', ?)", (model,))
+            elif held[0] != model:
+                raise ConfigError(
+                    f"the vectors in {str(self.folder)!r} were made by the embedding model {held[0]!r}; this memory "
+                    f"embeds with {model!r}, and vectors of two models cannot be searched together. Open with the "
+                    f"same embedder, or remove {str(self.folder)!r} (with no process using it), open with the new "
+                    "embedder, then call reindex() to embed the journal's records again")
 
     # -- lifetime ------------------------------------------------------------------
 

@@ -96,6 +96,13 @@ def erase_report(journal: Any, store: Any | None, needles: Sequence[str],
     stores = [_scan("journal", journal, needles)]
     if store is not None:
         stores.append(_scan("vectors", store, needles))
+    elif journal.has_vectors():
+        pending = journal.outbox_count()
+        stores.append(StoreResidue("vectors", None, (
+            f"this handle has no vector store, but the journal's records are indexed in one; {pending} outbox "
+            "rows (vector deletions among them) wait for a handle with vectors to apply them" if pending else
+            "this handle has no vector store, but the journal's records are indexed in one; no deletion waits "
+            "in the outbox")))
     return EraseReport(tuple(stores), _key_status(journal, namespace) if namespace is not None else None)
 
 

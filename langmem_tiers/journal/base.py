@@ -587,6 +587,15 @@ class Journal(Protocol):
         """Pending items, of these namespaces only when given."""
         ...
 
+    def mark_vectors(self) -> None:
+        """Record, once, that this journal's records are indexed in a vector store: handles opened without
+        one then leave the outbox to handles with one (``RecallIndex.index_flow``)."""
+        ...
+
+    def has_vectors(self) -> bool:
+        """Whether a handle with a vector store ever opened this journal (:meth:`mark_vectors`)."""
+        ...
+
     def pending_records(self, ns_ids: Sequence[int], limit: int) -> list[Record]:
         """Records of these namespaces whose upsert is still in the outbox (the newest ``limit``, by id)."""
         ...

@@ -645,6 +645,18 @@ class SqlJournal:
                 row = db.one(f"SELECT count(*) FROM outbox WHERE ns {members}", args)
         return int(row[0]) if row else 0
 
+    def mark_vectors(self) -> None:
+        """Record, once, that this journal's records are indexed in a vector store (see :meth:`has_vectors`)."""
+        if not self.has_vectors():  # a write only the first time: every open with vectors calls this
+            with self._txn() as db:
+                db.execute("INSERT INTO meta VALUES ('vectors', '1') ON CONFLICT (key) DO NOTHING")
+
+    def has_vectors(self) -> bool:
+        """Whether a handle with a vector store ever opened this journal: then a handle without one must leave
+        the outbox alone (a deletion it marked done would never reach the vectors)."""
+        with self._autocommit() as db:
+            return db.one("SELECT 1 FROM meta WHERE key = 'vectors'") is not None
+
     def outbox_error(self, ns_ids: Sequence[int] | None = None) -> str | None:
         """One last indexing error still pending, of these namespaces only when given."""
         sql = "SELECT last_error FROM outbox WHERE last_error IS NOT NULL"

@@ -99,6 +99,8 @@ class RecallIndex:
             ScopeVectors(journal, store, self.vector_id, self._record_id, max_bytes=vector_cache_bytes)
             if store is not None else None
         )
+        if store is not None:
+            journal.mark_vectors()  # from now on, handles without vectors leave the outbox to handles with them
 
     # --- background indexing ---------------------------------------------------
 
@@ -171,6 +173,11 @@ class RecallIndex:
         """
         done = 0
         batches = 0
+        if self.store is None and (yield Blocking(self.journal.has_vectors)):
+            # Without a vector store here, but with vectors elsewhere (another handle, process or replica):
+            # the rows wait for a handle that has them. Marked done here, a deletion would never reach the
+            # vectors (the erased text's vector would stay), and an added record would never get one.
+            return 0
         while max_batches is None or batches < max_batches:
             items = yield Blocking(lambda: self.journal.claim_outbox(
                 self.batch_size, owner=self.owner, lease_s=self.lease_s, due_only=not force))

@@ -8,6 +8,7 @@ it added never got one.
 from __future__ import annotations
 
 import hashlib
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -77,6 +78,32 @@ def test_a_journal_that_never_had_vectors_still_drains_its_outbox(tmp_path: Path
         assert memory.journal.outbox_count() == 0  # nothing would ever apply them: done at once, as before
         assert not memory.journal.has_vectors()
         assert [s.store for s in memory.erase_report(["bees"]).stores] == ["journal"]
+
+
+@pytest.mark.parametrize("engine", ["chroma", "sqlite"])
+def test_vectors_turned_on_later_index_the_history(tmp_path: Path, engine: str) -> None:
+    config = MemoryConfig(embedded_vectors=engine)  # type: ignore[arg-type]
+    with _open(tmp_path, False, config) as memory:  # e.g. before the local model was installed
+        memory.remember("the user keeps bees")
+        memory.remember("the user's dog is called Miso")
+    with _open(tmp_path, True, config) as memory:
+        assert memory.journal.outbox_count() == 2  # queued when the first handle with vectors opened
+        memory.flush()
+        assert _stored_vectors(memory) == 2
+
+
+def test_a_journal_whose_vectors_predate_the_mark_is_not_embedded_again(tmp_path: Path) -> None:
+    with _open(tmp_path, True, MemoryConfig()) as memory:
+        memory.remember("the user keeps bees")
+        memory.flush()
+    con = sqlite3.connect(tmp_path / "journal.sqlite3")
+    with con:
+        con.execute("DELETE FROM meta WHERE key = 'vectors'")  # as a journal written before the mark existed
+    con.close()
+    with _open(tmp_path, True, MemoryConfig()) as memory:
+        assert memory.journal.has_vectors()
+        assert memory.journal.outbox_count() == 0
+        assert _stored_vectors(memory) == 1
 
 
 @pytest.fixture(scope="module")

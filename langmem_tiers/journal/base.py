@@ -587,9 +587,10 @@ class Journal(Protocol):
         """Pending items, of these namespaces only when given."""
         ...
 
-    def mark_vectors(self) -> None:
+    def mark_vectors(self) -> bool:
         """Record, once, that this journal's records are indexed in a vector store: handles opened without
-        one then leave the outbox to handles with one (``RecallIndex.index_flow``)."""
+        one then leave the outbox to handles with one (``RecallIndex.index_flow``). True when this call
+        recorded it (the first handle with vectors)."""
         ...
 
     def has_vectors(self) -> bool:
@@ -600,8 +601,9 @@ class Journal(Protocol):
         """Records of these namespaces whose upsert is still in the outbox (the newest ``limit``, by id)."""
         ...
 
-    def requeue_all(self) -> int:
-        """Queue every record for upsert afresh (``reindex``); the number of pending items."""
+    def requeue_all(self, *, keywords: bool = True) -> int:
+        """Queue every record for upsert afresh (``reindex``), and rebuild the keyword index unless
+        ``keywords=False``; the number of pending items."""
         ...
 
     def links(self, record_ids: Sequence[int]) -> list[tuple[int, int, str, float]]:

@@ -645,11 +645,16 @@ class SqlJournal:
                 row = db.one(f"SELECT count(*) FROM outbox WHERE ns {members}", args)
         return int(row[0]) if row else 0
 
-    def mark_vectors(self) -> None:
-        """Record, once, that this journal's records are indexed in a vector store (see :meth:`has_vectors`)."""
-        if not self.has_vectors():  # a write only the first time: every open with vectors calls this
-            with self._txn() as db:
-                db.execute("INSERT INTO meta VALUES ('vectors', '1') ON CONFLICT (key) DO NOTHING")
+    def mark_vectors(self) -> bool:
+        """Record, once, that this journal's records are indexed in a vector store (see :meth:`has_vectors`);
+        True when this call recorded it."""
+        if self.has_vectors():  # a write only the first time: every open with vectors calls this
+            return False
+        with self._txn() as db:
+            if db.one("SELECT 1 FROM meta WHERE key = 'vectors'") is not None:
+                return False  # another handle recorded it meanwhile
+            db.execute("INSERT INTO meta VALUES ('vectors', '1') ON CONFLICT (key) DO NOTHING")
+            return True
 
     def has_vectors(self) -> bool:
         """Whether a handle with a vector store ever opened this journal: then a handle without one must leave
@@ -691,14 +696,16 @@ class SqlJournal:
             codec = self._codec(db)
             return row_records(reversed(rows), codec)
 
-    def requeue_all(self) -> int:
-        """Queue every record for upsert afresh (``reindex``); the number of pending items."""
+    def requeue_all(self, *, keywords: bool = True) -> int:
+        """Queue every record for upsert afresh (``reindex``), and rebuild the keyword index unless
+        ``keywords=False``; the number of pending items."""
         with self._txn() as db:
             seq, seq_args = db.new_seq()
             db.execute(f"INSERT INTO outbox (record_id, op, seq, ns) SELECT id, 'upsert', {seq}, ns FROM records "
                        "WHERE true ON CONFLICT (record_id) DO UPDATE SET op='upsert', attempts=0, last_error=NULL, "
                        "retry_at=0, seq=excluded.seq, ns=excluded.ns", seq_args)
-            self._rebuild_keyword_index(db)
+            if keywords:
+                self._rebuild_keyword_index(db)
             row = db.one("SELECT count(*) FROM outbox")
             return int(row[0]) if row else 0
 

@@ -99,8 +99,12 @@ class RecallIndex:
             ScopeVectors(journal, store, self.vector_id, self._record_id, max_bytes=vector_cache_bytes)
             if store is not None else None
         )
-        if store is not None:
-            journal.mark_vectors()  # from now on, handles without vectors leave the outbox to handles with them
+        # The first handle with vectors marks the journal (from now on, handles without them leave the outbox to
+        # handles with them). Records written before, by handles without vectors, have none: they are queued,
+        # unless the store holds this journal's vectors already (a journal kept from before the mark). They are
+        # embedded on the next write's wake-up or flush(); until then a query embeds the newest pending ones.
+        if store is not None and journal.mark_vectors() and store.count({"journal": {"$eq": self._uid}}) == 0:
+            journal.requeue_all(keywords=False)
 
     # --- background indexing ---------------------------------------------------
 

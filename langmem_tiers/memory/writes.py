@@ -200,7 +200,8 @@ def apply_plan(tx: WriteTxn, plan: MemoryPlan) -> list[int]:
 def indexed_flow(m: TieredMemory) -> Flow[None]:
     """After a write: new records are embedded off the caller's path (background indexer), or inline
     when ``background_index`` is off or recall is keyword-only (nothing to embed: the outbox rows are
-    simply done). An indexing failure is logged: the rows stay in the outbox."""
+    simply done, unless the journal has vectors elsewhere: then they wait for a handle with them). An
+    indexing failure is logged: the rows stay in the outbox."""
     recall = m.recall
     if recall is None:
         return

@@ -189,7 +189,8 @@ class RecallIndex:
                 break
             batches += 1
             if self.store is None or self.embedder is None:
-                yield Blocking(lambda: self.journal.outbox_done(items))  # keyword-only: nothing to push
+                # Keyword-only on a journal that never had vectors (checked above): nothing to push, ever.
+                yield Blocking(lambda: self.journal.outbox_done(items))
                 done += len(items)
                 continue
             failed = yield from self._index_batch(items)

@@ -106,6 +106,22 @@ def test_a_journal_whose_vectors_predate_the_mark_is_not_embedded_again(tmp_path
         assert _stored_vectors(memory) == 1
 
 
+def test_a_read_only_journal_with_a_vector_store_opens(tmp_path: Path) -> None:
+    from langmem_tiers.journal.sqlite import SqliteJournal
+    from langmem_tiers.recall.engine import RecallIndex
+    from langmem_tiers.recall.sqlite_vectors import SqliteVectorStore
+
+    with _open(tmp_path / "m", False, MemoryConfig()) as memory:
+        memory.remember("the user keeps bees")
+    journal = SqliteJournal(tmp_path / "m" / "journal.sqlite3", read_only=True)
+    with SqliteVectorStore(tmp_path / "v") as store:
+        try:
+            RecallIndex(journal, store, EMBEDDER)  # nothing to mark on a journal it cannot write
+            assert not journal.has_vectors()
+        finally:
+            journal.close()
+
+
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     pytest.importorskip("chromadb")

@@ -1,6 +1,7 @@
 """How the ONNX runtime batches one embed call (issue 15, target 3): the run overhead, and the padding a plan costs.
 
     .venv/bin/python benchmarks/embed_batching.py --overhead
+    .venv/bin/python benchmarks/embed_batching.py --shapes --repeats 7
     .venv/bin/python benchmarks/embed_batching.py --data ../shared/data/longmemeval/longmemeval_s_dev.json \\
         --haystacks 1 --rounds 5
     .venv/bin/python benchmarks/embed_batching.py --chat 1000 --caps 8,16,32,64,128 --rounds 5
@@ -9,6 +10,9 @@
 tokens (slots = n * L, n in 1..8, L in 16..256, each shape timed ``--repeats`` times, medians), and prints
 ``a / b``: what one extra run costs in token slots, the constant ``onnx_runtime.RUN_OVERHEAD_TOKENS`` stands
 for.
+
+``--shapes`` prints the microseconds per token slot of runs of 1-64 texts of 32-256 tokens (medians of
+``--repeats``): whether a larger batch computes a slot cheaper.
 
 ``--data`` ingests LongMemEval haystacks through the API once (``benchmarks/ingest.py``'s ``ingest``: an
 add per message, a flush per session) and captures the background indexer's embed calls (about 8 texts
@@ -35,10 +39,11 @@ from langmem_tiers.embedders.local import LocalEmbedder
 from langmem_tiers.embedders.long_text import Pieces
 
 
-def fit_overhead(model: onnx_runtime.OnnxModel, repeats: int) -> dict[str, float]:
+def time_shapes(model: onnx_runtime.OnnxModel, shapes: list[tuple[int, int]],
+                repeats: int) -> dict[tuple[int, int], float]:
+    """Median seconds of one run of ``n`` texts padded to ``L`` tokens, per shape ``(n, L)``."""
     import numpy as np
 
-    shapes = [(n, length) for n in (1, 2, 4, 8) for length in (16, 32, 64, 128, 256)]
     seconds: dict[tuple[int, int], list[float]] = {s: [] for s in shapes}
     for _ in range(repeats):
         for n, length in shapes:  # every shape once per pass: load spells spread over all of them
@@ -47,13 +52,28 @@ def fit_overhead(model: onnx_runtime.OnnxModel, repeats: int) -> dict[str, float
             t = time.perf_counter()
             model._session.run(None, {k: feeds[k] for k in model.inputs})
             seconds[(n, length)].append(time.perf_counter() - t)
+    return {s: statistics.median(v) for s, v in seconds.items()}
+
+
+def fit_overhead(model: onnx_runtime.OnnxModel, repeats: int) -> dict[str, float]:
+    import numpy as np
+
+    shapes = [(n, length) for n in (1, 2, 4, 8) for length in (16, 32, 64, 128, 256)]
+    medians = time_shapes(model, shapes, repeats)
     # seconds = a + b * slots + c * n * L^2: attention grows with the square of the length, and leaving it
     # out would bend the line and bias its intercept (the run's fixed cost).
     design = np.array([[1.0, n * length, n * length**2] for n, length in shapes])
-    y = np.array([statistics.median(seconds[s]) for s in shapes])
+    y = np.array([medians[s] for s in shapes])
     (a, b, c), *_ = np.linalg.lstsq(design, y, rcond=None)
     return {"run_s": round(float(a), 6), "slot_s": float(b), "slot_length_s": float(c),
             "overhead_slots": round(float(a / b), 1)}
+
+
+def slot_costs(model: onnx_runtime.OnnxModel, repeats: int) -> dict[str, float]:
+    """Microseconds per token slot of a run, by shape: whether a larger batch computes a slot cheaper."""
+    shapes = [(n, length) for length in (32, 128, 256) for n in (1, 2, 4, 8, 16, 32, 64) if n * length <= 8192]
+    return {f"n={n} L={length}": round(s / (n * length) * 1e6, 1)
+            for (n, length), s in time_shapes(model, shapes, repeats).items()}
 
 
 def sorted_cut(lengths: Sequence[int], cap: int) -> list[list[int]]:
@@ -79,6 +99,8 @@ def workload(args: argparse.Namespace, emb: LocalEmbedder) -> list[list[str]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--overhead", action="store_true", help="fit the run overhead in token slots")
+    parser.add_argument("--shapes", action="store_true",
+                        help="print the microseconds per token slot of runs of 1-64 texts of 32-256 tokens")
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--data", type=Path, default=None, help="LongMemEval JSON")
     parser.add_argument("--haystacks", type=int, default=1)
@@ -93,6 +115,8 @@ def main() -> None:
     emb.embed(["warm up"] * 8)
     if args.overhead:
         print(fit_overhead(model, args.repeats))
+    if args.shapes:
+        print(slot_costs(model, args.repeats))
     if args.data is None and not args.chat:
         return
     calls = workload(args, emb)

@@ -7,7 +7,6 @@ it added never got one.
 
 from __future__ import annotations
 
-import hashlib
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,21 +15,14 @@ from typing import Any
 import pytest
 
 from langmem_tiers import MemoryConfig, TieredMemory, WordCounter
-from langmem_tiers.embedders.callable import CallableEmbedder
 
 SECRET = "locker code 4471-otter"
 
 
-def _vectors(texts: list[str]) -> list[list[float]]:
-    return [[b / 255 for b in hashlib.sha256(t.encode()).digest()[:16]] for t in texts]
-
-
-EMBEDDER = CallableEmbedder(_vectors, dimension=16, key="test:sha16")
-
-
-def _open(target: str | Path, vectors: bool, config: MemoryConfig, chroma: str | None = None) -> TieredMemory:
+def _open(target: str | Path, embedder: Any, config: MemoryConfig, chroma: str | None = None) -> TieredMemory:
+    """``embedder``: the real local model, or ``False`` for a handle without vectors."""
     return TieredMemory.open(target, session_id="s", user_id="u", config=config, counter=WordCounter(),
-                             embedder=EMBEDDER if vectors else False, chroma=chroma if vectors else None)
+                             embedder=embedder, chroma=chroma if embedder is not False else None)
 
 
 def _stored_vectors(memory: TieredMemory) -> int:
@@ -65,9 +57,9 @@ def _check(open_memory: Any) -> None:
 
 
 @pytest.mark.parametrize("engine", ["chroma", "sqlite"])
-def test_an_embedded_folder(tmp_path: Path, engine: str) -> None:
+def test_an_embedded_folder(tmp_path: Path, engine: str, local_embedder: Any) -> None:
     config = MemoryConfig(embedded_vectors=engine)  # type: ignore[arg-type]
-    _check(lambda vectors: _open(tmp_path, vectors, config))
+    _check(lambda vectors: _open(tmp_path, local_embedder if vectors else False, config))
 
 
 def test_a_journal_that_never_had_vectors_still_drains_its_outbox(tmp_path: Path) -> None:
@@ -81,32 +73,32 @@ def test_a_journal_that_never_had_vectors_still_drains_its_outbox(tmp_path: Path
 
 
 @pytest.mark.parametrize("engine", ["chroma", "sqlite"])
-def test_vectors_turned_on_later_index_the_history(tmp_path: Path, engine: str) -> None:
+def test_vectors_turned_on_later_index_the_history(tmp_path: Path, engine: str, local_embedder: Any) -> None:
     config = MemoryConfig(embedded_vectors=engine)  # type: ignore[arg-type]
     with _open(tmp_path, False, config) as memory:  # e.g. before the local model was installed
         memory.remember("the user keeps bees")
         memory.remember("the user's dog is called Miso")
-    with _open(tmp_path, True, config) as memory:
+    with _open(tmp_path, local_embedder, config) as memory:
         assert memory.journal.outbox_count() == 2  # queued when the first handle with vectors opened
         memory.flush()
         assert _stored_vectors(memory) == 2
 
 
-def test_a_journal_whose_vectors_predate_the_mark_is_not_embedded_again(tmp_path: Path) -> None:
-    with _open(tmp_path, True, MemoryConfig()) as memory:
+def test_a_journal_whose_vectors_predate_the_mark_is_not_embedded_again(tmp_path: Path, local_embedder: Any) -> None:
+    with _open(tmp_path, local_embedder, MemoryConfig()) as memory:
         memory.remember("the user keeps bees")
         memory.flush()
     con = sqlite3.connect(tmp_path / "journal.sqlite3")
     with con:
         con.execute("DELETE FROM meta WHERE key = 'vectors'")  # as a journal written before the mark existed
     con.close()
-    with _open(tmp_path, True, MemoryConfig()) as memory:
+    with _open(tmp_path, local_embedder, MemoryConfig()) as memory:
         assert memory.journal.has_vectors()
         assert memory.journal.outbox_count() == 0
         assert _stored_vectors(memory) == 1
 
 
-def test_a_read_only_journal_with_a_vector_store_opens(tmp_path: Path) -> None:
+def test_a_read_only_journal_with_a_vector_store_opens(tmp_path: Path, local_embedder: Any) -> None:
     from langmem_tiers.journal.sqlite import SqliteJournal
     from langmem_tiers.recall.engine import RecallIndex
     from langmem_tiers.recall.sqlite_vectors import SqliteVectorStore
@@ -116,7 +108,7 @@ def test_a_read_only_journal_with_a_vector_store_opens(tmp_path: Path) -> None:
     journal = SqliteJournal(tmp_path / "m" / "journal.sqlite3", read_only=True)
     with SqliteVectorStore(tmp_path / "v") as store:
         try:
-            RecallIndex(journal, store, EMBEDDER)  # nothing to mark on a journal it cannot write
+            RecallIndex(journal, store, local_embedder)  # nothing to mark on a journal it cannot write
             assert not journal.has_vectors()
         finally:
             journal.close()
@@ -133,6 +125,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str
 
 
 @pytest.mark.server
-def test_a_replica_without_vectors_on_postgresql_and_a_chroma_server(servers: tuple[str, str]) -> None:
+def test_a_replica_without_vectors_on_postgresql_and_a_chroma_server(servers: tuple[str, str],
+                                                                    local_embedder: Any) -> None:
     url, chroma = servers
-    _check(lambda vectors: _open(url, vectors, MemoryConfig(), chroma))
+    _check(lambda vectors: _open(url, local_embedder if vectors else False, MemoryConfig(), chroma))

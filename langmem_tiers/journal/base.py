@@ -590,7 +590,7 @@ class Journal(Protocol):
     def mark_vectors(self) -> bool:
         """Record, once, that this journal's records are indexed in a vector store: handles opened without
         one then leave the outbox to handles with one (``RecallIndex.index_flow``). True when this call
-        recorded it (the first handle with vectors)."""
+        recorded it (the first handle with vectors); False on a read-only journal."""
         ...
 
     def has_vectors(self) -> bool:

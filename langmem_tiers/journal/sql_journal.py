@@ -645,10 +645,15 @@ class SqlJournal:
                 row = db.one(f"SELECT count(*) FROM outbox WHERE ns {members}", args)
         return int(row[0]) if row else 0
 
+    @property
+    def read_only(self) -> bool:
+        """True when this journal was opened for reading only (a SQLite journal can be)."""
+        return False
+
     def mark_vectors(self) -> bool:
         """Record, once, that this journal's records are indexed in a vector store (see :meth:`has_vectors`);
-        True when this call recorded it."""
-        if self.has_vectors():  # a write only the first time: every open with vectors calls this
+        True when this call recorded it. A read-only journal is not marked: it cannot be written."""
+        if self.read_only or self.has_vectors():  # a write only the first time: every open with vectors calls this
             return False
         with self._txn() as db:
             if db.one("SELECT 1 FROM meta WHERE key = 'vectors'") is not None:

@@ -157,7 +157,7 @@ def refuse_other_models(store: ChromaStore, embedder: Embedder) -> None:
     Raises:
         ConfigError: the folder's Chroma holds vectors in another model's collection.
     """
-    prefix = f"langmem_tiers{COLLECTION_LAYOUT}_"  # collection_name()'s, before the model
+    prefix = collection_prefix()
     for listed in store.client.list_collections():
         name = getattr(listed, "name", listed)
         if name.startswith(prefix) and name != store.collection_name and store.client.get_collection(name).count():
@@ -229,7 +229,12 @@ def on_device(embedder: Embedder) -> str:
 
 def collection_name(embedder: Embedder, layout: str = COLLECTION_LAYOUT) -> str:
     """One collection per deployment, embedding model (vectors of two models never mix) and layout."""
-    return f"langmem_tiers{layout}_" + re.sub(r"[^a-zA-Z0-9._-]", "_", embedder.key)[:48]
+    return collection_prefix(layout) + re.sub(r"[^a-zA-Z0-9._-]", "_", embedder.key)[:48]
+
+
+def collection_prefix(layout: str = COLLECTION_LAYOUT) -> str:
+    """What the collection names of every model share, in one layout."""
+    return f"langmem_tiers{layout}_"
 
 
 def retire_old_collection(store: Any, journal: Journal, embedder: Embedder) -> None:

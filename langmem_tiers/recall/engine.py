@@ -103,9 +103,8 @@ class RecallIndex:
         # handles with them). Records written before, by handles without vectors, have none: they are queued,
         # unless the store holds this journal's vectors already (a journal kept from before the mark). They are
         # embedded on the next write's wake-up or flush(); until then a query embeds the newest pending ones.
-        # A read-only journal (a copy opened for reading beside a Chroma server) cannot be marked, nor written.
-        if (store is not None and not getattr(journal, "read_only", False) and journal.mark_vectors()
-                and store.count({"journal": {"$eq": self._uid}}) == 0):
+        # (A read-only journal is not marked: mark_vectors() says False.)
+        if store is not None and journal.mark_vectors() and store.count({"journal": {"$eq": self._uid}}) == 0:
             journal.requeue_all(keywords=False)
 
     # --- background indexing ---------------------------------------------------

@@ -1206,6 +1206,24 @@ def test_keyed_memories_supersede_and_merge_in_one_write(journal: Journal) -> No
     assert journal.records([turn])[0].key is None
 
 
+def test_current_memories_narrowed_to_keyed_ones_and_the_listed_unkeyed_ones(journal: Journal) -> None:
+    a = journal.namespace_id(Namespace("a", "u")) or 0
+    b = journal.namespace_id(Namespace("b", "u")) or 0
+    other = journal.namespace_id(Namespace("c", "someone else")) or 0
+    [home, tea, kayak] = journal.add_records(a, [NewRecord("fact", "I live in Porto", key="home_city"),
+                                                 NewRecord("preference", "I like green tea"),
+                                                 NewRecord("fact", "I paddle a kayak")])
+    [turn, job, old_job] = journal.add_records(b, [NewRecord("turn", "a turn"), NewRecord("fact", "I teach", key="job"),
+                                                   NewRecord("fact", "I taught", key="job")])
+    [foreign] = journal.add_records(other, [NewRecord("fact", "I live in Oslo", key="home_city")])
+    with journal.write(a) as tx:
+        tx.supersede([old_job], 5.0)
+    with journal.write(a) as tx:
+        assert [r.id for r in tx.current_memories([a, b], unkeyed=[kayak, turn, foreign])] == [home, kayak, job]
+        assert [r.id for r in tx.current_memories([a, b], unkeyed=())] == [home, job]
+        assert [r.id for r in tx.current_memories([a, b])] == [home, tea, kayak, job]
+
+
 def test_erasing_messages_erases_memories_that_came_only_from_them(journal: Journal) -> None:
     ns_id = journal.namespace_id(Namespace("s", "u")) or 0
     stored = _append(journal, ns_id, [make_message("user", f"message {i}") for i in range(3)])

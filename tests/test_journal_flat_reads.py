@@ -88,3 +88,33 @@ def test_pending_records_are_the_queued_ones(tmp_path: Path) -> None:
         assert [r.text for r in journal.pending_records([ns_id], 1)] == ["queued two"]
     finally:
         journal.close()
+
+
+def _memories_journal(tmp_path: Path, memories: int) -> tuple[SqliteJournal, int, int]:
+    """A user's session of ``memories`` unkeyed memories and two keyed ones; the id of one unkeyed one."""
+    journal = SqliteJournal(tmp_path / f"m{memories}" / "journal.sqlite3")
+    ns_id = journal.namespace_id(Namespace("s", user_id="u"))
+    assert ns_id is not None
+    with journal.write(ns_id) as tx:
+        ids = tx.insert_records([NewRecord("fact", f"fact {i} about kayaks") for i in range(memories)])
+        tx.insert_records([NewRecord("fact", "I live in Porto", key="home_city"),
+                           NewRecord("preference", "green tea", key="drink")])
+    return journal, ns_id, ids[memories // 2]
+
+
+def test_planning_memories_reads_the_keyed_ones_and_the_matches_not_every_memory(tmp_path: Path) -> None:
+    """A summary fold plans its memories against the keyed ones and its keyword matches
+    (``current_memories(..., unkeyed=ids)``): a user's other memories grow with the history."""
+    counts = []
+    for size in (SMALL, LARGE):
+        journal, ns_id, match = _memories_journal(tmp_path, size)
+        try:
+            read = lambda tx: tx.current_memories([ns_id], unkeyed=[match])  # noqa: E731
+            assert [r.text for r in _in_write(journal, ns_id, read)] == [
+                f"fact {size // 2} about kayaks", "I live in Porto", "green tea"]
+            counts.append(_steps(journal, lambda: _in_write(journal, ns_id, read)))
+            whole = _steps(journal, lambda: _in_write(journal, ns_id, lambda tx: tx.current_memories([ns_id])))
+        finally:
+            journal.close()
+    assert whole > 10 * counts[1]  # the whole read of LARGE memories does walk them: the measure sees it
+    assert counts[1] <= 2 * counts[0] + 500, counts

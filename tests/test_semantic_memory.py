@@ -14,6 +14,7 @@ import pytest
 from langmem_tiers import MemoryConfig, SummaryRequest, TieredMemory, WordCounter
 from langmem_tiers.embedders.callable import CallableEmbedder
 from langmem_tiers.errors import ConfigError, InvalidMessageError
+from langmem_tiers.memory.writes import DEDUPE_MATCHES
 from langmem_tiers.semantic.types import ExtractedMemory, Triple
 from langmem_tiers.summarizers.base import SummaryResult
 from langmem_tiers.summarizers.extractive import ExtractiveSummarizer
@@ -132,6 +133,23 @@ def test_a_fact_said_again_is_merged_not_duplicated(tmp_path: Path) -> None:
         assert len(cats) == 1
         assert isinstance(cats[0].source, tuple)
         assert len(cats[0].source) == 2
+
+
+def test_a_fact_said_again_in_another_session_is_found_among_many_alike(tmp_path: Path) -> None:
+    """Unkeyed memories are deduped against their keyword matches only (``dedupe_matches``), not every
+    memory of the user: the twin is found among more look-alikes than the matches read."""
+    said = "I bought a red bicycle on Monday."
+    with open_memory(tmp_path, session_id="s1") as memory:
+        chat(memory, [said, *(f"I bought a blue lamp{i} on Monday." for i in range(3 * DEDUPE_MATCHES))])
+        evict_all(memory)
+        before = memory.facts()
+    with open_memory(tmp_path, session_id="s2") as memory:
+        chat(memory, ["Did I tell you? " + said])
+        evict_all(memory)
+        after = memory.facts()
+    assert [f.text for f in before].count(said) == 1
+    assert len(before) == 1 + 3 * DEDUPE_MATCHES
+    assert [f.id for f in after] == [f.id for f in before]  # merged into the first, nothing stored again
 
 
 async def test_async_path_extracts_in_the_summary_call(tmp_path: Path) -> None:

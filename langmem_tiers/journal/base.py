@@ -394,8 +394,14 @@ class WriteTxn(Protocol):
         """Store recounted token counts ``(message id, tokens)`` made by the counter ``tokens_key``."""
         ...
 
-    def current_memories(self, ns_ids: Sequence[int]) -> list[Record]:
-        """Memories (every kind but "turn") of these namespaces that nothing superseded, by id."""
+    def current_memories(self, ns_ids: Sequence[int], unkeyed: Sequence[int] | None = None) -> list[Record]:
+        """Memories (every kind but "turn") of these namespaces that nothing superseded, by id.
+
+        ``unkeyed`` narrows the read to what planning new memories needs
+        (:func:`~langmem_tiers.semantic.supersede.plan_memories`): every keyed memory (a user holds one
+        current memory per key, so they stay few however long the history grows) and, of the unkeyed
+        ones, only those with these record ids (the candidates' keyword matches). ``None``: all of them.
+        """
         ...
 
     def supersede(self, record_ids: Sequence[int], valid_to: float) -> None:

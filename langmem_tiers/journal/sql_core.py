@@ -437,16 +437,26 @@ class SqlWrite:
                      [(count, tokens_key, mid, self.ns_id) for mid, count in ids_tokens])
         self.touched = True
 
-    def current_memories(self, ns_ids: Sequence[int]) -> list[Record]:
+    def current_memories(self, ns_ids: Sequence[int], unkeyed: Sequence[int] | None = None) -> list[Record]:
         if not ns_ids:
             return []
         members, args = self.db.in_(list(ns_ids))
         # "kind != 'turn'" as two ranges, ordered by +r.id: SQLite then reads the few memories through
         # records_ns (ns, kind); written as != it walked every record of the scope (12 ms per write that
         # plans memories at 100k records in one session, 0.04 ms as ranges).
-        rows = self.db.all(f"{RECORD_SELECT} WHERE r.ns {members} AND (r.kind < 'turn' OR r.kind > 'turn') "
-                           "AND r.valid_to IS NULL ORDER BY +r.id", args)
-        return row_records(rows, self._codec)
+        current = f"r.ns {members} AND (r.kind < 'turn' OR r.kind > 'turn') AND r.valid_to IS NULL"
+        if unkeyed is None:
+            return row_records(self.db.all(f"{RECORD_SELECT} WHERE {current} ORDER BY +r.id", args), self._codec)
+        # The keyed ones through records_key (ns, key) WHERE key IS NOT NULL (a sealed key is not NULL
+        # either), the unkeyed ones by id: the user's other memories, which grow with the history, are
+        # never read (a summary fold read all of them: 5,000 messages took 3.7 s at the start of one
+        # user's history and 6.9 s after 15,000, benchmarks/add_path.py).
+        rows = self.db.all(f"{RECORD_SELECT} WHERE {current} AND r.key IS NOT NULL", args)
+        if unkeyed:
+            ids, id_args = self.db.in_(sorted(set(unkeyed)))
+            rows = [*rows, *self.db.all(f"{RECORD_SELECT} WHERE r.id {ids} AND {current} AND r.key IS NULL",
+                                        [*id_args, *args])]
+        return row_records(sorted(rows, key=lambda row: row[0]), self._codec)
 
     def supersede(self, record_ids: Sequence[int], valid_to: float) -> None:
         if not record_ids:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from langmem_tiers.errors import SessionErasedError, SummarizerError
 from langmem_tiers.flow import Blocking, Flow, Summarize, wait_free
 from langmem_tiers.journal.base import NewRecord, SessionState
-from langmem_tiers.memory.writes import apply_plan, indexed_flow
+from langmem_tiers.memory.writes import apply_plan, dedupe_matches, indexed_flow
 from langmem_tiers.messages import Message
 from langmem_tiers.semantic.extract import extract_memories
 from langmem_tiers.semantic.supersede import plan_memories
@@ -185,6 +185,9 @@ def _save_summary(m: TieredMemory, text: str, expected_cursor: int, expected_ver
     """Save a summary, and the memories extracted with it, in one transaction, only onto the
     state it was computed from; return its new version, or None."""
     ns_ids = m._user_ns_ids() if memories else []
+    # Read before the transaction (a keyword search is not part of it): a near duplicate written by
+    # another session meanwhile is missed, and the memory is stored beside it.
+    matches = dedupe_matches(m, memories, ns_ids) if memories else []
     try:
         with m.journal.write(m._ns_id) as tx:
             state = tx.state()
@@ -192,7 +195,7 @@ def _save_summary(m: TieredMemory, text: str, expected_cursor: int, expected_ver
                 return None
             tx.set_summary(text, m.counter.count_text(text), new_cursor, history=m.config.summary_history)
             if memories:
-                apply_plan(tx, plan_memories(memories, tx.current_memories(ns_ids), m.namespace))
+                apply_plan(tx, plan_memories(memories, tx.current_memories(ns_ids, unkeyed=matches), m.namespace))
             return tx.state().summary_version
     except SessionErasedError:
         return None

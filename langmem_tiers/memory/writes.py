@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +32,9 @@ log = logging.getLogger(__name__)
 MEMORY_KINDS = ("fact", "preference", "event", "skill", "note", "relation")
 MESSAGE_FIELDS = frozenset({"name", "tool_calls", "tool_call_id", "metadata", "created_at", "key"})
 _NO_END = 2**62  # an upper bound for message ids in "messages after X" reads
+# Keyword matches an unkeyed extracted memory is deduped against (dedupe_matches): a near duplicate
+# ranks first or nearly; more only costs a longer read per summary fold.
+DEDUPE_MATCHES = 16
 
 
 # --- messages -----------------------------------------------------------------
@@ -175,8 +178,18 @@ def _store_memory(m: TieredMemory, record: NewRecord) -> int:
         return m.journal.add_records(m._ns_id, [record])[0]
     ns_ids = m._user_ns_ids()
     with m.journal.write(m._ns_id) as tx:
-        plan = plan_memories([record], tx.current_memories(ns_ids), m.namespace, dedupe=False)
+        # Not deduped: only the memories with its key take part (unkeyed=(): none of the others is read).
+        plan = plan_memories([record], tx.current_memories(ns_ids, unkeyed=()), m.namespace, dedupe=False)
         return apply_plan(tx, plan)[0]
+
+
+def dedupe_matches(m: TieredMemory, memories: Sequence[NewRecord], ns_ids: Sequence[int]) -> list[int]:
+    """The records an unkeyed extracted memory is deduped against: the user's memories of its kind
+    that best match its words (keyword search, ``DEDUPE_MATCHES`` per memory). A near duplicate shares
+    most of its words (``DUPLICATE_OVERLAP``), so it ranks among them; the user's other memories, which
+    grow with the history, are never read. A keyed memory is planned against every memory with a key."""
+    return [hit.record_id for memory in memories if memory.key is None
+            for hit in m.journal.keyword_search(memory.text, ns_ids, DEDUPE_MATCHES, kinds=[memory.kind])]
 
 
 def apply_plan(tx: WriteTxn, plan: MemoryPlan) -> list[int]:

@@ -198,7 +198,7 @@ class WorkingMemory:
     def _write(self, record: NewRecord, now: float) -> tuple[int, list[int]]:
         m = self._memory
         with m.journal.write(m._ns_id) as tx:
-            old = [r.id for r in tx.current_memories([tx.ns_id])
+            old = [r.id for r in tx.current_memories([tx.ns_id], unkeyed=())
                    if r.kind == WORKING_KIND and r.key == record.key]
             (record_id,) = tx.insert_records([record])
             tx.supersede(old, now)

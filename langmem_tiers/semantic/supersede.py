@@ -9,7 +9,10 @@ Rules (applied to the candidates in order, each seeing the ones before it):
    not stored again: the existing memory takes the higher importance and, when it is an
    extracted memory of the same session, the candidate's message ids as extra provenance
    (an explicit memory stays explicit; provenance never crosses sessions, so erasing a
-   session's messages never has to look at other sessions' records).
+   session's messages never has to look at other sessions' records). A summary fold hands in the
+   user's keyed memories and, of the unkeyed ones, a candidate's best keyword matches only
+   (``memory/writes.py::dedupe_matches``): a near duplicate ranks among them, and the planning
+   costs the same however many memories the user holds.
 2. **Supersession by key**: a keyed candidate supersedes the user's current memories with
    that key that became valid before it (``valid_to`` = the candidate's ``created_at``);
    history is kept. A candidate older than a current memory with its key (an old turn
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 from langmem_tiers.journal.base import Namespace, NewRecord, Record
@@ -70,6 +74,10 @@ class _Entry:
     @property
     def value(self) -> str | None:
         return _value(self.metadata)
+
+    @cached_property
+    def words(self) -> frozenset[str]:
+        return _words(self.text)  # once per entry, not once per candidate compared with it
 
 
 def plan_memories(candidates: Sequence[NewRecord], current: Sequence[Record], namespace: Namespace,
@@ -136,7 +144,7 @@ def _duplicate(candidate: NewRecord, live: Sequence[_Entry]) -> _Entry | None:
     for entry in live:
         if entry.kind != candidate.kind or entry.key != candidate.key:
             continue
-        other = _words(entry.text)
+        other = entry.words
         if words == other or (words and other and len(words & other) / len(words | other) >= DUPLICATE_OVERLAP):
             return entry
         # The same keyed value said in other words ("Ada lives in Lisbon" / "The user's home is

@@ -1,4 +1,5 @@
-"""The add path's cost as one user's history grows (issue 15: flat in history length).
+"""The add path's and context()'s cost as one user's history grows through the API (issue 15: flat in
+history length), extracted memories included.
 
     .venv/bin/python benchmarks/add_path.py --messages 50000 --block 5000 --json OUT
 
@@ -7,8 +8,11 @@ public API: ``add()`` per message and ``flush()`` per session, keyword-only reca
 so that the embedder's cost, measured by ``ingest.py``, does not hide the add path's. The offline
 summarizer folds evicted turns and extracts memories from them, as by default. Per block of
 ``--block`` messages it reports the wall seconds, the process's CPU seconds (every thread: the
-background summary worker too) and the user's current memories at the block's end. A flat add path
-costs the same per block however many messages came before.
+background summary worker too) and the user's current memories at the block's end; then it times
+``--queries`` calls of ``context(question)`` in a new session of the user (``recall_scope="user"``:
+the profile and recall reach every session), each question two filler words, and reports their p50
+and p95. A flat path costs the same per block however many messages came before. (The scale benchmark
+fills its history with turn records only, without the memories extracted here.)
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import random
 import sys
 import tempfile
 import time
@@ -24,13 +29,29 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from ingest import chat_sessions
+from scale import VOCAB, pct
 
 from langmem_tiers import MemoryConfig, TieredMemory
 from langmem_tiers.journal.base import Scope
 
 
-def run(messages: int, block: int) -> list[dict[str, float]]:
+def context_ms(root: TieredMemory, queries: int, rng: random.Random) -> list[float]:
+    """``context(question)`` times, in ms, in a fresh session of the user."""
+    out = []
+    with root.for_session(f"ask-{rng.random()}", user_id="u") as memory:
+        memory.add("user", "Hello again.")
+        for _ in range(queries):
+            question = f"What did we say about {rng.choice(VOCAB)} and {rng.choice(VOCAB)}?"
+            t = time.perf_counter()
+            memory.context(question)
+            out.append((time.perf_counter() - t) * 1000)
+        memory.clear()  # erase the question session: the next block's history is the writes alone
+    return out
+
+
+def run(messages: int, block: int, queries: int) -> list[dict[str, float]]:
     rows: list[dict[str, float]] = []
+    rng = random.Random(51)
     sessions = chat_sessions(messages)
     with tempfile.TemporaryDirectory(prefix="lt-add-path-") as folder:
         config = MemoryConfig(recall_scope="user")
@@ -48,8 +69,11 @@ def run(messages: int, block: int) -> list[dict[str, float]]:
                     ns_ids = [ns_id for ns_id, _ in root.journal.namespaces(Scope("user", root.namespace))]
                     with root.journal.write(root._ns_id) as tx:  # current_memories is a write transaction's read
                         memories = len(tx.current_memories(ns_ids))
+                    times = context_ms(root, queries, rng)
                     rows.append({"messages": written, "wall_s": round(now_wall - wall, 3),
-                                 "cpu_s": round(now_cpu - cpu, 3), "current_memories": memories})
+                                 "cpu_s": round(now_cpu - cpu, 3), "current_memories": memories,
+                                 "context_p50_ms": round(pct(times, 0.5), 2),
+                                 "context_p95_ms": round(pct(times, 0.95), 2)})
                     print(json.dumps(rows[-1]), flush=True)
                     wall, cpu = time.perf_counter(), time.process_time()
     return rows
@@ -59,9 +83,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--messages", type=int, default=50_000)
     parser.add_argument("--block", type=int, default=5_000, help="messages per reported block (a multiple of 100)")
+    parser.add_argument("--queries", type=int, default=30, help="context() calls timed after each block")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
-    rows = run(args.messages, args.block)
+    rows = run(args.messages, args.block, args.queries)
     if args.json:
         args.json.write_text(json.dumps({"messages": args.messages, "block": args.block, "machine": platform.machine(),
                                          "python": platform.python_version(), "blocks": rows}, indent=1) + "\n")

@@ -1206,7 +1206,7 @@ def test_keyed_memories_supersede_and_merge_in_one_write(journal: Journal) -> No
     assert journal.records([turn])[0].key is None
 
 
-def test_current_memories_narrowed_to_keyed_ones_and_the_listed_unkeyed_ones(journal: Journal) -> None:
+def test_memory_reads_narrowed_to_keyed_ones_and_the_listed_unkeyed_ones(journal: Journal) -> None:
     a = journal.namespace_id(Namespace("a", "u")) or 0
     b = journal.namespace_id(Namespace("b", "u")) or 0
     other = journal.namespace_id(Namespace("c", "someone else")) or 0
@@ -1222,6 +1222,12 @@ def test_current_memories_narrowed_to_keyed_ones_and_the_listed_unkeyed_ones(jou
         assert [r.id for r in tx.current_memories([a, b], unkeyed=[kayak, turn, foreign])] == [home, kayak, job]
         assert [r.id for r in tx.current_memories([a, b], unkeyed=())] == [home, job]
         assert [r.id for r in tx.current_memories([a, b])] == [home, tea, kayak, job]
+    kinds = ["fact", "preference"]
+    assert [r.id for r in journal.scoped_records([a, b], kinds, unkeyed=[tea, turn, foreign])] == [home, tea, job,
+                                                                                                   old_job]
+    assert [r.id for r in journal.scoped_records([a, b], kinds, unkeyed=())] == [home, job, old_job]
+    assert [r.id for r in journal.scoped_records([a, b], ["fact"], unkeyed=[tea, kayak])] == [home, kayak, job,
+                                                                                              old_job]
 
 
 def test_erasing_messages_erases_memories_that_came_only_from_them(journal: Journal) -> None:

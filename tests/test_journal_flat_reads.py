@@ -118,3 +118,21 @@ def test_planning_memories_reads_the_keyed_ones_and_the_matches_not_every_memory
             journal.close()
     assert whole > 10 * counts[1]  # the whole read of LARGE memories does walk them: the measure sees it
     assert counts[1] <= 2 * counts[0] + 500, counts
+
+
+def test_the_profile_reads_the_keyed_memories_and_the_matches_not_every_memory(tmp_path: Path) -> None:
+    """context() reads the profile's unkeyed memories by id (the question's keyword matches, the newest
+    sessions' ones): ``scoped_records(..., unkeyed=ids)`` stays flat as a user's memories grow."""
+    kinds = ["fact", "preference", "relation"]
+    counts = []
+    for size in (SMALL, LARGE):
+        journal, ns_id, match = _memories_journal(tmp_path, size)
+        try:
+            read = lambda: journal.scoped_records([ns_id], kinds, unkeyed=[match])  # noqa: E731
+            assert [r.text for r in read()] == [f"fact {size // 2} about kayaks", "I live in Porto", "green tea"]
+            counts.append(_steps(journal, read))
+            whole = _steps(journal, lambda: journal.scoped_records([ns_id], kinds))
+        finally:
+            journal.close()
+    assert whole > 10 * counts[1]  # reading every memory of LARGE does walk them: the measure sees it
+    assert counts[1] <= 2 * counts[0] + 500, counts

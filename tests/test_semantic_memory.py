@@ -14,6 +14,7 @@ import pytest
 from langmem_tiers import MemoryConfig, SummaryRequest, TieredMemory, WordCounter
 from langmem_tiers.embedders.callable import CallableEmbedder
 from langmem_tiers.errors import ConfigError, InvalidMessageError
+from langmem_tiers.memory.context_flow import PROFILE_NEWEST
 from langmem_tiers.memory.writes import DEDUPE_MATCHES
 from langmem_tiers.semantic.types import ExtractedMemory, Triple
 from langmem_tiers.summarizers.base import SummaryResult
@@ -306,6 +307,27 @@ def test_profile_delivers_current_facts_dated_and_history_only_when_asked(tmp_pa
         assert len(fresh.context().profile) == 2  # no query (no user message either): every current fact
     with open_memory(tmp_path, "tuesday", config=SMALL_CONFIG.with_changes(profile_related_only=False)) as persona:
         assert len(persona.context(query="Where do I live?").profile) == 2  # unrelated facts fill the share
+
+
+def test_the_profile_of_a_long_history_reads_the_matches_and_the_newest_memories(tmp_path: Path) -> None:
+    """context() reads a user's keyed memories, the question's keyword matches and the newest
+    ``PROFILE_NEWEST`` unkeyed ones, not every memory: an old fact still reaches a question about it,
+    and a context() without a question shows the newest facts."""
+    with open_memory(tmp_path, "old") as old:
+        old.remember("Likes green tea with honey", kind="preference")
+        old.remember("Lives in Porto", key="home_city")
+    for day in range(3):
+        with open_memory(tmp_path, f"day{day}") as memory:
+            for i in range(PROFILE_NEWEST // 2):
+                memory.remember(f"Saw the comet number {day}x{i} from the balcony")
+    with open_memory(tmp_path, "today") as today:
+        asked = [p.text for p in today.context(query="Which tea do I like?").profile]
+        unasked = [p.text for p in today.context().profile]
+        home = [p.text for p in today.context(query="Where do I live?").profile]
+    assert [line.split(") ", 1)[1] for line in asked] == ["Likes green tea with honey"]
+    assert unasked[0].endswith(f"Saw the comet number 2x{PROFILE_NEWEST // 2 - 1} from the balcony")
+    assert not any("green tea" in line for line in unasked)  # older than the newest read: recall's to find
+    assert [line.split(") ", 1)[1] for line in home] == ["Lives in Porto"]  # keyed: always read
 
 
 def test_a_memory_of_an_old_session_of_turns_reaches_a_handle_that_read_the_user_before(tmp_path: Path) -> None:

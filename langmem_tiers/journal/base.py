@@ -549,8 +549,13 @@ class Journal(Protocol):
         ...
 
     def scoped_records(self, ns_ids: Sequence[int], kinds: Sequence[str] | None = None,
-                       pinned_only: bool = False) -> list[Record]:
-        """Records of these namespaces (of these kinds, pinned ones only when asked), in id order."""
+                       pinned_only: bool = False, unkeyed: Sequence[int] | None = None) -> list[Record]:
+        """Records of these namespaces (of these kinds, pinned ones only when asked), in id order.
+
+        ``unkeyed`` (with ``kinds``; as :meth:`WriteTxn.current_memories`'s): the keyed records of these kinds
+        (current and superseded: a user holds few keys) and, of the unkeyed ones, only those with these
+        ids; ``pinned_only`` does not apply then. ``None``: all of them.
+        """
         ...
 
     def keyword_search(self, query: str, ns_ids: Sequence[int], k: int,

@@ -20,6 +20,7 @@ from langmem_tiers.recall.engine import Ranked, SearchFilters
 from langmem_tiers.recall.hits import RecallHit
 from langmem_tiers.recall.request import RequestMemo
 from langmem_tiers.semantic.profile import PROFILE_KINDS, ProfileLine, profile_lines, wants_history
+from langmem_tiers.text import query_words
 from langmem_tiers.tokens import TokenCounter, message_framing
 from langmem_tiers.window import split_turns
 
@@ -29,6 +30,11 @@ if TYPE_CHECKING:
 MAX_RECALL_K = 64  # hits asked for at most, however much spare budget recall may fill
 MIN_HIT_TOKENS = 32  # a short turn (a question and a short reply): sizes the hits asked for a larger share
 HIT_SIZE_TURNS = 4  # complete turns the window must hold to size a recalled turn by them
+# Unkeyed profile memories a context() reads (typed_records): the question's best keyword matches, and the
+# newest when unrelated ones may fill the profile. Its share (profile_tokens, 300 by default) holds a dozen
+# or so lines; more only costs a longer read.
+PROFILE_MATCHES = 64
+PROFILE_NEWEST = 200
 
 
 def context_flow(m: TieredMemory, query: str | None, budget: int | None) -> Flow[Context]:
@@ -50,11 +56,12 @@ def context_flow(m: TieredMemory, query: str | None, budget: int | None) -> Flow
     # The user's namespaces, read once for all of this call's reads.
     memo = RequestMemo()
     now = m.clock()  # expiry is judged once per call (langmem_tiers.memory_types.expiry)
-    # The profile, skills and working state in one read of the user's memories of those kinds.
-    typed = expiry.live((yield Blocking(lambda: typed_records(m, memo))), now) if typed_kinds(m) else []
-    working = working_lines(current_items(typed, m.namespace, now)) if m.config.working_tokens else []
     if m.recall is not None and query is None:
         query = next((w.message.text for w in reversed(window) if w.message.role == "user"), None)
+    asked = query
+    # The user's memories that the profile, skills and working state can deliver.
+    typed = expiry.live((yield Blocking(lambda: typed_records(m, asked, memo))), now) if typed_kinds(m) else []
+    working = working_lines(current_items(typed, m.namespace, now)) if m.config.working_tokens else []
     profile = []
     if m.config.profile_tokens:
         profile = profile_lines([r for r in typed if r.kind in PROFILE_KINDS], query, m.config.profile_related_only)
@@ -89,9 +96,31 @@ def typed_kinds(m: TieredMemory) -> list[str]:
             *((fields.WORKING_KIND,) if cfg.working_tokens else ())]
 
 
-def typed_records(m: TieredMemory, memo: RequestMemo | None = None) -> list[Record]:
+def typed_records(m: TieredMemory, query: str | None, memo: RequestMemo | None = None) -> list[Record]:
+    """The user's memories that this call's profile, skills and working state can deliver.
+
+    Skills and working items: all of them (few). Of the profile's kinds: every keyed memory (a user
+    holds few keys: the values the profile is about, and their history) and, of the unkeyed ones, the
+    question's best keyword matches (``PROFILE_MATCHES``: with ``profile_related_only``, the profile
+    delivers only memories sharing a word with the question), plus the newest ``PROFILE_NEWEST`` when
+    unrelated ones may fill it (no question, or ``profile_related_only`` off). A long history's other
+    memories (the offline extractor keeps a fact from about one turn in six) are never read: a read
+    of all of them made ``context()`` grow with the history (``benchmarks/add_path.py``); recall
+    reaches them.
+    """
     kinds = typed_kinds(m)
-    return reads.user_records(m, kinds, memo)
+    profile_kinds = [k for k in kinds if k in PROFILE_KINDS]
+    other_kinds = [k for k in kinds if k not in PROFILE_KINDS]
+    records = reads.user_records(m, other_kinds, memo) if other_kinds else []
+    if profile_kinds:
+        ns_ids = reads.user_ns_ids(m, memo, profile_kinds)
+        asked = bool(query and query_words(query))
+        unkeyed = [h.record_id for h in m.journal.keyword_search(query, ns_ids, PROFILE_MATCHES, profile_kinds)
+                   ] if query and asked else []
+        if not asked or not m.config.profile_related_only:
+            unkeyed += reads.newest_unkeyed(m, ns_ids, profile_kinds, PROFILE_NEWEST, memo)
+        records += m.journal.scoped_records(ns_ids, profile_kinds, unkeyed=unkeyed)
+    return records
 
 
 def recall_k(m: TieredMemory, budget: int | None, state: SessionState, window: Sequence[WindowMessage],

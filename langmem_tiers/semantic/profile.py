@@ -6,7 +6,9 @@ not pinned (pinned memories have their own section), ranked by relevance to the 
 or on a shorter word's three or four, so "lived" finds "live"), then importance, then the
 newest first. The context assembler keeps them in this order within
 ``MemoryConfig.profile_tokens``; with ``MemoryConfig.profile_related_only`` (default) and a
-query, only the memories that match at least one of its words.
+query, only the memories that match at least one of its words. ``context()`` hands in the user's
+keyed memories and, of the unkeyed ones, the question's keyword matches and the newest
+(``memory/context_flow.py::typed_records``), so the selection does not read a long history's every fact.
 
 **History rule** (:func:`wants_history`). A superseded value is delivered, as a dated
 "previously" line under the current one, only when the query asks about the past or a

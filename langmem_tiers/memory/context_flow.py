@@ -58,9 +58,8 @@ def context_flow(m: TieredMemory, query: str | None, budget: int | None) -> Flow
     now = m.clock()  # expiry is judged once per call (langmem_tiers.memory_types.expiry)
     if m.recall is not None and query is None:
         query = next((w.message.text for w in reversed(window) if w.message.role == "user"), None)
-    asked = query
     # The user's memories that the profile, skills and working state can deliver.
-    typed = expiry.live((yield Blocking(lambda: typed_records(m, asked, memo))), now) if typed_kinds(m) else []
+    typed = expiry.live((yield Blocking(lambda: typed_records(m, query, memo))), now) if typed_kinds(m) else []
     working = working_lines(current_items(typed, m.namespace, now)) if m.config.working_tokens else []
     profile = []
     if m.config.profile_tokens:
@@ -104,9 +103,9 @@ def typed_records(m: TieredMemory, query: str | None, memo: RequestMemo | None =
     question's best keyword matches (``PROFILE_MATCHES``: with ``profile_related_only``, the profile
     delivers only memories sharing a word with the question), plus the newest ``PROFILE_NEWEST`` when
     unrelated ones may fill it (no question, or ``profile_related_only`` off). A long history's other
-    memories (the offline extractor keeps a fact from about one turn in six) are never read: a read
-    of all of them made ``context()`` grow with the history (``benchmarks/add_path.py``); recall
-    reaches them.
+    memories are never read (the offline extractor kept a fact from about one turn in six of
+    ``benchmarks/add_path.py``'s chat lines, and reading them all made ``context()`` grow with the
+    history there); recall reaches them.
     """
     kinds = typed_kinds(m)
     profile_kinds = [k for k in kinds if k in PROFILE_KINDS]
@@ -114,10 +113,10 @@ def typed_records(m: TieredMemory, query: str | None, memo: RequestMemo | None =
     records = reads.user_records(m, other_kinds, memo) if other_kinds else []
     if profile_kinds:
         ns_ids = reads.user_ns_ids(m, memo, profile_kinds)
-        asked = bool(query and query_words(query))
-        unkeyed = [h.record_id for h in m.journal.keyword_search(query, ns_ids, PROFILE_MATCHES, profile_kinds)
-                   ] if query and asked else []
-        if not asked or not m.config.profile_related_only:
+        question = query if query and query_words(query) else None
+        unkeyed = [h.record_id for h in m.journal.keyword_search(question, ns_ids, PROFILE_MATCHES, profile_kinds)
+                   ] if question else []
+        if question is None or not m.config.profile_related_only:
             unkeyed += reads.newest_unkeyed(m, ns_ids, profile_kinds, PROFILE_NEWEST, memo)
         records += m.journal.scoped_records(ns_ids, profile_kinds, unkeyed=unkeyed)
     return records

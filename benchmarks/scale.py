@@ -125,9 +125,11 @@ def text_pool(path: Path, memory: TieredMemory) -> Any:
 
 
 def fill(memory: TieredMemory, size: int, rng: random.Random, vectors: bool, layout: str,
-         per_session: int, batch: int = 2000, pool: Any = None) -> None:
+         per_session: int, batch: int = 2000, pool: Any = None, memories_every: int = 0) -> None:
     """Write ``size`` filler messages; with ``vectors``, each record's vector is a random unit vector, or
-    with a ``pool`` (:func:`text_pool`) one of its rows at random, jittered by noise of norm ``TEXT_NOISE``."""
+    with a ``pool`` (:func:`text_pool`) one of its rows at random, jittered by noise of norm ``TEXT_NOISE``.
+    ``memories_every``: every that many turns, an unkeyed fact too (the turn's user line), as the offline
+    extractor keeps one (about one turn in six of ``benchmarks/add_path.py``'s chat lines); 0: none."""
     journal = memory.journal
     recall = memory.recall
     store = recall.store if recall else None
@@ -150,6 +152,10 @@ def fill(memory: TieredMemory, size: int, rng: random.Random, vectors: bool, lay
                     NewRecord("turn", f"user: {stored[i].text}\nassistant: {stored[i + 1].text}",
                               (stored[i].id or 0, stored[i + 1].id or 0), created_at=time.time())
                     for i in range(0, n, 2)])
+                if memories_every:
+                    record_ids += tx.insert_records([
+                        NewRecord("fact", stored[i].text, (stored[i].id or 0,), created_at=time.time())
+                        for i in range(0, n, 2) if (start + i) // 2 % memories_every == 0])
             if vectors and store is not None and recall is not None:
                 raw = numpy_rng.standard_normal((len(record_ids), dim)).astype(np.float32)
                 if pool is not None:
@@ -190,16 +196,17 @@ def _open_setup(target: str | Path, chroma: str | None, vectors: bool,
 
 
 def _fill_child(target: str | Path, chroma: str | None, size: int, vectors: bool, layout: str,
-                per_session: int, text_vectors: Path | None, embedded_vectors: str | None) -> None:
+                per_session: int, text_vectors: Path | None, embedded_vectors: str | None,
+                memories_every: int = 0) -> None:
     with _open_setup(target, chroma, vectors, embedded_vectors) as setup:
         pool = text_pool(text_vectors, setup) if vectors and text_vectors else None
-        fill(setup, size, random.Random(size), vectors, layout, per_session, pool=pool)
+        fill(setup, size, random.Random(size), vectors, layout, per_session, pool=pool, memories_every=memories_every)
 
 
 def measure(size: int, vectors: bool, samples: int, layout: str, per_session: int,
             journal_url: str | None = None, chroma: str | None = None, reuse: Path | None = None,
             breakdown: bool = False, server: int | None = None, text_vectors: Path | None = None,
-            embedded_vectors: str | None = None) -> dict[str, Any]:
+            embedded_vectors: str | None = None, memories_every: int = 0) -> dict[str, Any]:
     rng = random.Random(size)
     folder = reuse or Path(tempfile.mkdtemp(prefix="lt-scale-"))
     t0 = time.perf_counter()
@@ -208,7 +215,8 @@ def measure(size: int, vectors: bool, samples: int, layout: str, per_session: in
         # its peak never count in this process's memory, whose peak RSS is the row's (issue 15, target 4).
         child = multiprocessing.get_context("spawn").Process(
             target=_fill_child,
-            args=(journal_url or folder, chroma, size, vectors, layout, per_session, text_vectors, embedded_vectors))
+            args=(journal_url or folder, chroma, size, vectors, layout, per_session, text_vectors, embedded_vectors,
+                  memories_every))
         child.start()
         child.join()
         if child.exitcode != 0:
@@ -294,6 +302,7 @@ def measure(size: int, vectors: bool, samples: int, layout: str, per_session: in
     row: dict[str, Any] = {
         "layout": layout, "size": size, "stored_messages": total, "vectors": vectors,
         "filler_vectors": _filler_vectors(vectors, text_vectors, reuse), "fill_s": round(fill_s, 1),
+        "memories_every": memories_every,
         "samples": samples, "cold_context_ms": round(cold_ms, 2), "graph_build_s": round(build_s, 1),
     }
     for name, values in (("add", add_ms), ("context", context_ms), ("warm_context", warm_ms), ("turn_context", turn_ms),
@@ -373,6 +382,8 @@ def main() -> None:
     parser.add_argument("--text-vectors", type=Path, default=None, metavar="LOCOMO_JSON",
                         help="filler vectors drawn from the local model's vectors of this LoCoMo file's turns "
                              "(text-like) instead of random unit vectors (HNSW's worst case)")
+    parser.add_argument("--memories-every", type=int, default=0, metavar="N",
+                        help="an unkeyed fact record every N filler turns, as the offline extractor keeps (0: none)")
     parser.add_argument("--embedded-vectors", choices=["chroma", "sqlite"], default=None,
                         help="the embedded folder's vector store (MemoryConfig.embedded_vectors; default Chroma)")
     parser.add_argument("--breakdown", action="store_true",
@@ -423,7 +434,7 @@ def run(args: argparse.Namespace, out: Path, journal_url: str | None, chroma: st
         row = measure(size, vectors=not args.no_vectors, samples=args.samples, layout=args.layout,
                       per_session=args.per_session, journal_url=journal_url, chroma=chroma, reuse=args.reuse,
                       breakdown=args.breakdown, server=server_pid, text_vectors=args.text_vectors,
-                      embedded_vectors=args.embedded_vectors)
+                      embedded_vectors=args.embedded_vectors, memories_every=args.memories_every)
         rows.append(row)
         print(json.dumps(row), flush=True)
         out.with_suffix(".json").write_text(json.dumps(rows, indent=2))  # what is done survives an interrupt

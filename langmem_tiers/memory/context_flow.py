@@ -98,7 +98,8 @@ def typed_kinds(m: TieredMemory) -> list[str]:
 def typed_records(m: TieredMemory, query: str | None, memo: RequestMemo | None = None) -> list[Record]:
     """The user's memories that this call's profile, skills and working state can deliver.
 
-    Skills and working items: all of them (few). Of the profile's kinds: every keyed memory (a user
+    Working items: this session's (they never leave it). Skills: all of the user's (few). Of the
+    profile's kinds: every keyed memory (a user
     holds few keys: the values the profile is about, and their history) and, of the unkeyed ones, the
     question's best keyword matches (``PROFILE_MATCHES``: with ``profile_related_only``, the profile
     delivers only memories sharing a word with the question), plus the newest ``PROFILE_NEWEST`` when
@@ -109,8 +110,10 @@ def typed_records(m: TieredMemory, query: str | None, memo: RequestMemo | None =
     """
     kinds = typed_kinds(m)
     profile_kinds = [k for k in kinds if k in PROFILE_KINDS]
-    other_kinds = [k for k in kinds if k not in PROFILE_KINDS]
-    records = reads.user_records(m, other_kinds, memo) if other_kinds else []
+    records = m.journal.scoped_records([m._ns_id], [fields.WORKING_KIND]) if fields.WORKING_KIND in kinds else []
+    if fields.SKILL_KIND in kinds:
+        # A user of 10,000 sessions that each hold a memory: one index probe per session, for this kind alone.
+        records += reads.user_records(m, [fields.SKILL_KIND], memo)
     if profile_kinds:
         ns_ids = reads.user_ns_ids(m, memo, profile_kinds)
         question = query if query and query_words(query) else None

@@ -184,12 +184,19 @@ def _store_memory(m: TieredMemory, record: NewRecord) -> int:
 
 
 def dedupe_matches(m: TieredMemory, memories: Sequence[NewRecord], ns_ids: Sequence[int]) -> list[int]:
-    """The records an unkeyed extracted memory is deduped against: the user's memories of its kind
-    that best match its words (keyword search, ``DEDUPE_MATCHES`` per memory). A near duplicate shares
-    most of its words (``DUPLICATE_OVERLAP``), so it ranks among them; the user's other memories, which
-    grow with the history, are never read. A keyed memory is planned against every memory with a key."""
-    return [hit.record_id for memory in memories if memory.key is None
-            for hit in m.journal.keyword_search(memory.text, ns_ids, DEDUPE_MATCHES, kinds=[memory.kind])]
+    """The records the unkeyed ones of a fold's extracted ``memories`` are deduped against: the user's
+    memories of their kinds that best match their words, ``DEDUPE_MATCHES`` per memory, found by one
+    keyword search of all their texts. A near duplicate shares most of a memory's words
+    (``DUPLICATE_OVERLAP``), so it ranks among them; the user's other memories, which grow with the
+    history, are never read. (One search per memory cost a fold ~2.5 ms each at 5,000 messages of a user:
+    more than reading the 420 memories it then held, benchmarks/add_path.py.) A keyed memory is planned
+    against every memory with a key."""
+    unkeyed = [memory for memory in memories if memory.key is None]
+    if not unkeyed:
+        return []
+    text = "\n".join(memory.text for memory in unkeyed)
+    kinds = sorted({memory.kind for memory in unkeyed})
+    return [hit.record_id for hit in m.journal.keyword_search(text, ns_ids, DEDUPE_MATCHES * len(unkeyed), kinds)]
 
 
 def apply_plan(tx: WriteTxn, plan: MemoryPlan) -> list[int]:

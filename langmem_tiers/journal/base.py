@@ -552,9 +552,9 @@ class Journal(Protocol):
                        pinned_only: bool = False, unkeyed: Sequence[int] | None = None) -> list[Record]:
         """Records of these namespaces (of these kinds, pinned ones only when asked), in id order.
 
-        ``unkeyed`` (with ``kinds``; as :meth:`WriteTxn.current_memories`'s): the keyed records of these kinds
-        (current and superseded: a user holds few keys) and, of the unkeyed ones, only those with these
-        ids; ``pinned_only`` does not apply then. ``None``: all of them.
+        ``unkeyed`` (as :meth:`WriteTxn.current_memories`'s): the keyed records (of these kinds; current
+        and superseded: a user holds few keys) and, of the unkeyed ones, only those with these ids;
+        ``pinned_only`` does not apply then. ``None``: all of them.
         """
         ...
 

@@ -228,6 +228,27 @@ def scope_size(db: Sql, ns_ids: Sequence[int], kinds: Sequence[str] | None, cap:
     return total
 
 
+def keyed_and_listed(db: Sql, ns_ids: Sequence[int], unkeyed: Sequence[int], where: str = "",
+                     where_args: Sequence[Any] = ()) -> tuple[str, list[Any]]:
+    """A subquery of record ids and its arguments: the records of ``ns_ids`` that have a key, and those among
+    the ``unkeyed`` ids that have none, each meeting ``where`` (over ``records``' own columns).
+
+    The keyed ones come through records_key (ns, key) WHERE key IS NOT NULL (a sealed key is not NULL
+    either: it works encrypted), the listed ones by id. A user holds one current memory per key, so they
+    stay few; the user's other memories, which grow with the history, are never read (reading all of them
+    made each summary fold and each ``context()`` grow with it: benchmarks/add_path.py).
+    """
+    members, args = db.in_(list(ns_ids))
+    condition = f" AND {where}" if where else ""
+    sql = f"SELECT id FROM records WHERE ns {members} AND key IS NOT NULL{condition}"
+    out = [*args, *where_args]
+    if unkeyed:
+        ids, id_args = db.in_(sorted(set(unkeyed)))
+        sql += f" UNION ALL SELECT id FROM records WHERE id {ids} AND ns {members} AND key IS NULL{condition}"
+        out += [*id_args, *args, *where_args]
+    return sql, out
+
+
 def queue(db: Sql, record_ids: Sequence[int], op: str, ns_id: int | None) -> None:
     """Queue index changes afresh: attempts and backoff reset, a new ``seq``.
 
@@ -444,19 +465,14 @@ class SqlWrite:
         # "kind != 'turn'" as two ranges, ordered by +r.id: SQLite then reads the few memories through
         # records_ns (ns, kind); written as != it walked every record of the scope (12 ms per write that
         # plans memories at 100k records in one session, 0.04 ms as ranges).
-        current = f"r.ns {members} AND (r.kind < 'turn' OR r.kind > 'turn') AND r.valid_to IS NULL"
         if unkeyed is None:
-            return row_records(self.db.all(f"{RECORD_SELECT} WHERE {current} ORDER BY +r.id", args), self._codec)
-        # The keyed ones through records_key (ns, key) WHERE key IS NOT NULL (a sealed key is not NULL
-        # either), the unkeyed ones by id: the user's other memories, which grow with the history, are
-        # never read (a summary fold read all of them: 5,000 messages took 3.7 s at the start of one
-        # user's history and 6.9 s after 15,000, benchmarks/add_path.py).
-        rows = self.db.all(f"{RECORD_SELECT} WHERE {current} AND r.key IS NOT NULL", args)
-        if unkeyed:
-            ids, id_args = self.db.in_(sorted(set(unkeyed)))
-            rows = [*rows, *self.db.all(f"{RECORD_SELECT} WHERE r.id {ids} AND {current} AND r.key IS NULL",
-                                        [*id_args, *args])]
-        return row_records(sorted(rows, key=lambda row: row[0]), self._codec)
+            rows = self.db.all(f"{RECORD_SELECT} WHERE r.ns {members} AND (r.kind < 'turn' OR r.kind > 'turn') "
+                               "AND r.valid_to IS NULL ORDER BY +r.id", args)
+            return row_records(rows, self._codec)
+        chosen, chosen_args = keyed_and_listed(self.db, ns_ids, unkeyed,
+                                               "(kind < 'turn' OR kind > 'turn') AND valid_to IS NULL")
+        return row_records(self.db.all(f"{RECORD_SELECT} WHERE r.id IN ({chosen}) ORDER BY r.id", chosen_args),
+                           self._codec)
 
     def supersede(self, record_ids: Sequence[int], valid_to: float) -> None:
         if not record_ids:

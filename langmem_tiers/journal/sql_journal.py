@@ -540,12 +540,17 @@ class SqlJournal:
     def scoped_records(self, ns_ids: Sequence[int], kinds: Sequence[str] | None = None,
                        pinned_only: bool = False, unkeyed: Sequence[int] | None = None) -> list[Record]:
         """Records of these namespaces (of these kinds, pinned ones only when asked), in id order; with
-        ``unkeyed`` and ``kinds``, the keyed ones of those kinds and, of the unkeyed ones, those with these ids."""
+        ``unkeyed``, the keyed ones (of those kinds) and, of the unkeyed ones, those with these ids
+        (:func:`~langmem_tiers.journal.sql_core.keyed_and_listed`)."""
         if not ns_ids:
             return []
-        if unkeyed is not None and kinds:
-            return self._keyed_and_listed(ns_ids, kinds, unkeyed)
         with self._autocommit() as db:
+            if unkeyed is not None:
+                kind_members, kind_args = db.in_(list(kinds)) if kinds else ("", [])
+                of_kinds = f"kind {kind_members}" if kinds else ""
+                chosen, chosen_args = core.keyed_and_listed(db, ns_ids, unkeyed, of_kinds, kind_args)
+                return row_records(db.all(f"{RECORD_SELECT} WHERE r.id IN ({chosen}) ORDER BY r.id", chosen_args),
+                                   self._codec(db))
             members, args = db.in_(list(ns_ids))
             kind_members, kind_args = db.in_(list(kinds)) if kinds else ("", [])
             if kinds and "turn" in kinds:
@@ -572,23 +577,6 @@ class SqlJournal:
             rows = db.all(f"{sql} ORDER BY {order}", args)
             codec = self._codec(db)
             return row_records(rows, codec)
-
-    def _keyed_and_listed(self, ns_ids: Sequence[int], kinds: Sequence[str], unkeyed: Sequence[int]) -> list[Record]:
-        """:meth:`scoped_records` with ``unkeyed``: the keyed memories through records_key (ns, key) WHERE key IS
-        NOT NULL (a sealed key is not NULL either), the listed ones by id; a user's other unkeyed memories,
-        which grow with the history, are never read."""
-        with self._autocommit() as db:
-            members, args = db.in_(list(ns_ids))
-            kind_members, kind_args = db.in_(list(kinds))
-            chosen = f"SELECT id FROM records WHERE ns {members} AND key IS NOT NULL AND kind {kind_members}"
-            chosen_args = [*args, *kind_args]
-            if unkeyed:
-                ids, id_args = db.in_(sorted(set(unkeyed)))
-                chosen += (f" UNION ALL SELECT id FROM records WHERE id {ids} AND ns {members} AND key IS NULL "
-                           f"AND kind {kind_members}")
-                chosen_args += [*id_args, *args, *kind_args]
-            rows = db.all(f"{RECORD_SELECT} WHERE r.id IN ({chosen}) ORDER BY r.id", chosen_args)
-            return row_records(rows, self._codec(db))
 
     def add_records(self, ns_id: int, records: Sequence[NewRecord]) -> list[int]:
         """Insert records of one session; raises SessionErasedError when it was erased."""

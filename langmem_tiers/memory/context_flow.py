@@ -117,11 +117,14 @@ def typed_records(m: TieredMemory, query: str | None, memo: RequestMemo | None =
     if profile_kinds:
         ns_ids = reads.user_ns_ids(m, memo, profile_kinds)
         question = query if query and query_words(query) else None
-        unkeyed = [h.record_id for h in m.journal.keyword_search(question, ns_ids, PROFILE_MATCHES, profile_kinds)
+        matches = [h.record_id for h in m.journal.keyword_search(question, ns_ids, PROFILE_MATCHES, profile_kinds)
                    ] if question else []
+        profile = m.journal.scoped_records(ns_ids, profile_kinds, unkeyed=matches)
         if question is None or not m.config.profile_related_only:
-            unkeyed += reads.newest_unkeyed(m, ns_ids, profile_kinds, PROFILE_NEWEST, memo)
-        records += m.journal.scoped_records(ns_ids, profile_kinds, unkeyed=unkeyed)
+            read = {r.id for r in profile}
+            profile += [r for r in reads.newest_unkeyed(m, ns_ids, profile_kinds, PROFILE_NEWEST, memo)
+                        if r.id not in read]
+        records += profile
     return records
 
 

@@ -23,7 +23,7 @@ from langmem_tiers.recall.engine import RecallIndex
 from langmem_tiers.recall.fusion import FusionParams
 from langmem_tiers.recall.options import RecallOptions
 from langmem_tiers.recall.sqlite_vectors import SqliteVectorStore
-from langmem_tiers.recall.vector_store import ChromaStore, VectorStore
+from langmem_tiers.recall.vector_store import ChromaStore, VectorStore, another_model
 
 log = logging.getLogger(__name__)
 
@@ -161,11 +161,7 @@ def refuse_other_models(store: ChromaStore, embedder: Embedder) -> None:
     for listed in store.client.list_collections():
         name = getattr(listed, "name", listed)
         if name.startswith(prefix) and name != store.collection_name and store.client.get_collection(name).count():
-            raise ConfigError(
-                f"the vectors in {str(store.folder)!r} were made by another embedding model (collection {name!r}); "
-                f"this memory embeds with {embedder.key!r}, and vectors of two models cannot be searched together. "
-                f"Open with the same embedder, or remove {str(store.folder)!r} (with no process using it), open "
-                "with the new embedder, then call reindex() to embed the journal's records again")
+            raise another_model(store.folder, f"another embedding model (collection {name!r})", embedder.key)
 
 
 def embedded_engine(folder: Path, asked: EmbeddedVectors | None) -> EmbeddedVectors:

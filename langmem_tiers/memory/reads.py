@@ -53,20 +53,20 @@ def user_records(m: TieredMemory, kinds: Sequence[str] | None, memo: RequestMemo
 
 
 def newest_unkeyed(m: TieredMemory, ns_ids: Sequence[int], kinds: Sequence[str], limit: int,
-                   memo: RequestMemo | None = None) -> list[int]:
-    """Ids of about the newest ``limit`` unkeyed current memories of ``kinds`` in the user's sessions
-    ``ns_ids``: read from the most recently written sessions on (the listing's ``last_record_id``), a
-    growing batch of sessions at a time, until ``limit`` are found, so the read does not grow with the
-    user's older sessions."""
+                   memo: RequestMemo | None = None) -> list[Record]:
+    """About the newest ``limit`` unkeyed current memories of ``kinds`` in the user's sessions ``ns_ids``:
+    read from the most recently written sessions on (the listing's ``last_record_id``), a growing batch
+    of sessions at a time, until ``limit`` are found, so the read does not grow with the user's older
+    sessions."""
     versions = scope_listing(m.journal, Scope("user", m.namespace), memo).versions
     order = sorted(ns_ids, key=lambda n: -versions[n][0] if n in versions else -(2**62))  # unlisted: just made
-    found: list[int] = []
+    found: list[Record] = []
     start, batch = 0, 16
     while start < len(order) and len(found) < limit:
-        found += [r.id for r in m.journal.scoped_records(order[start:start + batch], kinds)
+        found += [r for r in m.journal.scoped_records(order[start:start + batch], kinds)
                   if r.key is None and r.valid_to is None]
         start, batch = start + batch, batch * 4
-    return sorted(found, reverse=True)[:limit]
+    return sorted(found, key=lambda r: -r.id)[:limit]
 
 
 def recount_window(m: TieredMemory) -> None:

@@ -106,6 +106,7 @@ class RecallIndex:
         # (A read-only journal is not marked: mark_vectors() says False.)
         if store is not None and journal.mark_vectors() and store.count({"journal": {"$eq": self._uid}}) == 0:
             journal.requeue_all(keywords=False)
+        self._vectors_elsewhere = False  # index_flow() of a handle without a store: whether the journal has vectors
 
     # --- background indexing ---------------------------------------------------
 
@@ -178,11 +179,14 @@ class RecallIndex:
         """
         done = 0
         batches = 0
-        if self.store is None and (yield Blocking(self.journal.has_vectors)):
-            # Without a vector store here, but with vectors elsewhere (another handle, process or replica):
-            # the rows wait for a handle that has them. Marked done here, a deletion would never reach the
-            # vectors (the erased text's vector would stay), and an added record would never get one.
-            return 0
+        if self.store is None:
+            if not self._vectors_elsewhere:  # read until True: the journal's mark never goes back
+                self._vectors_elsewhere = yield Blocking(self.journal.has_vectors)
+            if self._vectors_elsewhere:
+                # Without a vector store here, but with vectors elsewhere (another handle, process or replica):
+                # the rows wait for a handle that has them. Marked done here, a deletion would never reach the
+                # vectors (the erased text's vector would stay), and an added record would never get one.
+                return 0
         while max_batches is None or batches < max_batches:
             items = yield Blocking(lambda: self.journal.claim_outbox(
                 self.batch_size, owner=self.owner, lease_s=self.lease_s, due_only=not force))

@@ -41,6 +41,7 @@ from langmem_tiers.recall.vector_store import (
     Metadata,
     StoredVector,
     VectorHit,
+    another_model,
     checked_ids,
     folder_bytes,
     folder_files,
@@ -135,11 +136,7 @@ class SqliteVectorStore:
             if held is None:
                 con.execute("INSERT INTO settings (name, value) VALUES ('model', ?)", (model,))
             elif held[0] != model:
-                raise ConfigError(
-                    f"the vectors in {str(self.folder)!r} were made by the embedding model {held[0]!r}; this memory "
-                    f"embeds with {model!r}, and vectors of two models cannot be searched together. Open with the "
-                    f"same embedder, or remove {str(self.folder)!r} (with no process using it), open with the new "
-                    "embedder, then call reindex() to embed the journal's records again")
+                raise another_model(self.folder, f"the embedding model {held[0]!r}", model)
 
     # -- lifetime ------------------------------------------------------------------
 

@@ -783,6 +783,16 @@ def _copy_page(target: Any, page: Mapping[str, Any]) -> None:
     target.add(**kwargs)
 
 
+def another_model(folder: Path | None, made_by: str, model: str) -> ConfigError:
+    """The refusal to open an embedded folder's vectors with another embedding model (``made_by`` says which
+    made them), and how to change models: an erasure reaches only the vectors of the model in use."""
+    return ConfigError(
+        f"the vectors in {str(folder)!r} were made by {made_by}; this memory embeds with {model!r}, and vectors "
+        f"of two models cannot be searched together. Open with the same embedder, or remove {str(folder)!r} "
+        "(with no process using it), open with the new embedder, then call reindex() to embed the journal's "
+        "records again")
+
+
 def folder_files(folder: Path) -> Iterator[Path]:
     """Every regular file under ``folder`` (links not followed)."""
     for root, _dirs, names in os.walk(folder):

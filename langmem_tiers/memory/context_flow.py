@@ -98,15 +98,14 @@ def typed_kinds(m: TieredMemory) -> list[str]:
 def typed_records(m: TieredMemory, query: str | None, memo: RequestMemo | None = None) -> list[Record]:
     """The user's memories that this call's profile, skills and working state can deliver.
 
-    Working items: this session's (they never leave it). Skills: all of the user's (few). Of the
-    profile's kinds: every keyed memory (a user
-    holds few keys: the values the profile is about, and their history) and, of the unkeyed ones, the
-    question's best keyword matches (``PROFILE_MATCHES``: with ``profile_related_only``, the profile
-    delivers only memories sharing a word with the question), plus the newest ``PROFILE_NEWEST`` when
-    unrelated ones may fill it (no question, or ``profile_related_only`` off). A long history's other
-    memories are never read (the offline extractor kept a fact from about one turn in six of
-    ``benchmarks/add_path.py``'s chat lines, and reading them all made ``context()`` grow with the
-    history there); recall reaches them.
+    Working items: this session's (they never leave it). Skills: all of the user's (few). Of the profile's
+    kinds: every keyed memory (a user holds few keys: the values the profile is about, and their history)
+    and, of the unkeyed ones, the question's best keyword matches (``PROFILE_MATCHES``: with
+    ``profile_related_only``, the profile delivers only memories sharing a word with the question), plus the
+    newest ``PROFILE_NEWEST`` when unrelated ones may fill it (no question, or ``profile_related_only``
+    off). A long history's other memories are never read (the offline extractor kept a fact from about one
+    turn in six of ``benchmarks/add_path.py``'s chat lines, and reading them all made ``context()`` grow
+    with the history there); recall reaches them.
     """
     kinds = typed_kinds(m)
     profile_kinds = [k for k in kinds if k in PROFILE_KINDS]

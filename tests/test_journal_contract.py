@@ -1228,6 +1228,12 @@ def test_memory_reads_narrowed_to_keyed_ones_and_the_listed_unkeyed_ones(journal
     assert [r.id for r in journal.scoped_records([a, b], kinds, unkeyed=())] == [home, job, old_job]
     assert [r.id for r in journal.scoped_records([a, b], ["fact"], unkeyed=[tea, kayak])] == [home, kayak, job,
                                                                                               old_job]
+    # The listed ids are read wherever they are (a search of the caller's scope found them), so the
+    # namespaces may be only those holding a keyed record.
+    assert [r.id for r in journal.scoped_records([b], kinds, unkeyed=[tea])] == [tea, job, old_job]
+    assert [r.id for r in journal.scoped_records([], kinds, unkeyed=[tea])] == [tea]  # no session holds a key
+    with journal.write(a) as tx:
+        assert [r.id for r in tx.current_memories([], unkeyed=[kayak])] == [kayak]
 
 
 def test_erasing_messages_erases_memories_that_came_only_from_them(journal: Journal) -> None:

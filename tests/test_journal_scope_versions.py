@@ -7,15 +7,25 @@ scope stamps kept by triggers (schema v11), which PostgreSQL does not have.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from langmem_tiers.errors import JournalError
-from langmem_tiers.journal.base import SCHEMA_VERSION, Journal, Namespace, NewRecord, Scope, ScopeListing
+from langmem_tiers.journal.base import (
+    SCHEMA_VERSION,
+    SKILL_KIND,
+    Journal,
+    Namespace,
+    NewRecord,
+    Record,
+    Scope,
+    ScopeListing,
+)
 from langmem_tiers.journal.sqlite import SqliteJournal
 from langmem_tiers.messages import make_message
+from langmem_tiers.recall.request import ids_to_probe
 from tests import test_journal_contract as contract
 from tests.test_journal_contract import Backend, _append, _ns
 
@@ -156,10 +166,17 @@ def _listing_matches_the_journal(journal: Journal, scope: Scope) -> ScopeListing
     assert listing.ids == tuple(sorted(listing.ids_by_name.values()))
     assert dict(listing.versions) == journal.scope_versions(list(listing.ids))
     assert listing.key == frozenset(listing.ids)
-    # The sessions holding a memory, in id order: what filtering every record of the scope finds.
-    holding = {listing.ids_by_name[r.namespace] for r in journal.scoped_records(listing.ids)
-               if r.kind != "turn" or r.pinned}
-    assert listing.memories == tuple(sorted(holding))
+    # The sessions holding each thing, in id order: what filtering every record of the scope finds.
+    records = journal.scoped_records(listing.ids)
+
+    def holding(test: Callable[[Record], bool]) -> tuple[int, ...]:
+        return tuple(sorted({listing.ids_by_name[r.namespace] for r in records if test(r)}))
+
+    assert listing.memories == holding(lambda r: r.kind != "turn" or r.pinned)
+    assert listing.pinned == holding(lambda r: r.pinned)
+    assert listing.keyed == holding(lambda r: r.key is not None)
+    assert listing.skills == holding(lambda r: r.kind == SKILL_KIND)
+    assert set(listing.holds) == set(listing.memories)  # nothing held that is not a memory or pinned
     return listing
 
 
@@ -251,23 +268,24 @@ def test_a_listing_names_the_sessions_holding_a_memory_or_a_pinned_record(journa
 
 
 def test_the_memory_probes_use_the_partial_indexes(backend: Backend, journal: Journal) -> None:
-    """Each session's two probes land in records_memories and records_pinned, never among its turns."""
-    from langmem_tiers.journal.sql_journal import _holds_memory
+    """Each session's probes land in records_memories, records_pinned and records_key, never among its turns."""
+    from langmem_tiers.journal.sql_journal import _holds
 
     ns_id = _ns(journal, "a", "u")
     journal.add_records(ns_id, [NewRecord("turn", f"turn {i}") for i in range(50)])
     if backend.name == "sqlite":
-        sql = f"EXPLAIN QUERY PLAN SELECT ns, {_holds_memory('1')} FROM namespaces WHERE user_id='u'"
+        sql = f"EXPLAIN QUERY PLAN SELECT ns, {_holds('1')} FROM namespaces WHERE user_id='u'"
         with journal._autocommit() as db:  # type: ignore[attr-defined]
             plan = " | ".join(str(r[-1]) for r in db.all(sql, ()))
     else:
-        sql = f"EXPLAIN SELECT ns, {_holds_memory('TRUE')} FROM namespaces WHERE user_id='u'"
+        sql = f"EXPLAIN SELECT ns, {_holds('TRUE')} FROM namespaces WHERE user_id='u'"
         with journal._txn() as db:  # type: ignore[attr-defined]
             db.execute("ANALYZE records", ())  # as autovacuum would: the planner learns that few are pinned
             db.execute("SET LOCAL enable_seqscan = off", ())  # a tiny table: show that the indexes apply
             plan = " | ".join(str(r[0]) for r in db.all(sql, ()))
     assert "records_memories" in plan, plan
     assert "records_pinned" in plan, plan
+    assert "records_key" in plan, plan
     assert "SCAN r " not in f"{plan} ", plan  # SQLite's walk of a table
     assert "Seq Scan on records" not in plan, plan
 
@@ -285,9 +303,33 @@ def test_a_memory_added_to_a_session_of_turns_enters_through_the_grown_path(jour
     assert (more_turns.base, more_turns.changed, more_turns.memories) == (first.generation, {a}, (b,))
     journal.add_records(c, [NewRecord("fact", "c remembers")])
     grown = _listing_matches_the_journal(journal, scope)
-    # Only c was read again (its row and its two probes); b kept its place without a probe.
+    # Only c was read again (its row and its probes); b kept its place without a probe.
     assert (grown.base, grown.changed, grown.memories) == (more_turns.generation, {c}, (b, c))
     assert journal.scope_listing(scope) is grown
+
+
+def test_a_keyed_memory_or_a_skill_enters_through_the_grown_path_and_leaves_when_deleted(journal: Journal) -> None:
+    """The sessions a read of keyed memories or of skills probes: only those holding one, however many
+    hold an unkeyed fact (a user's 10,000 sessions that each hold one cost a few probes, not 10,000)."""
+    a, b, c = _ns(journal, "a", "u"), _ns(journal, "b", "u"), _ns(journal, "c", "u")
+    for ns_id in (a, b, c):
+        journal.add_records(ns_id, [NewRecord("turn", "a turn"), NewRecord("fact", "an unkeyed fact")])
+    scope = Scope("user", Namespace("a", "u"))
+    first = _listing_matches_the_journal(journal, scope)
+    assert (first.memories, first.keyed, first.skills, first.pinned) == ((a, b, c), (), (), ())
+    [keyed] = journal.add_records(b, [NewRecord("fact", "lives in Oslo", key="home_city")])
+    [skill] = journal.add_records(c, [NewRecord(SKILL_KIND, "how to file a refund")])
+    grown = _listing_matches_the_journal(journal, scope)
+    assert (grown.base, grown.changed) == (first.generation, {b, c})
+    assert (grown.memories, grown.keyed, grown.skills) == ((a, b, c), (b,), (c,))
+    assert [r.id for r in journal.scoped_records(ids_to_probe(grown, keyed_only=True), unkeyed=())] == [keyed]
+    assert [r.id for r in journal.scoped_records(ids_to_probe(grown, [SKILL_KIND]), [SKILL_KIND])] == [skill]
+    journal.add_records(a, [NewRecord("turn", "another turn")])  # what a holds is unchanged
+    again = _listing_matches_the_journal(journal, scope)
+    assert (again.keyed, again.skills) == (grown.keyed, grown.skills)
+    journal.delete_records([keyed, skill])
+    gone = _listing_matches_the_journal(journal, scope)
+    assert (gone.memories, gone.keyed, gone.skills) == ((a, b, c), (), ())
 
 
 def test_pinning_and_unpinning_a_turn_moves_its_session_in_and_out(journal: Journal) -> None:
@@ -298,8 +340,8 @@ def test_pinning_and_unpinning_a_turn_moves_its_session_in_and_out(journal: Jour
     assert _listing_matches_the_journal(journal, scope).memories == ()
     journal.update_record(turn, pinned=True)
     pinned = _listing_matches_the_journal(journal, scope)
-    assert (pinned.memories, pinned.base) == ((a,), 0)
-    assert [r.id for r in journal.scoped_records(pinned.memories, pinned_only=True)] == [turn]
+    assert (pinned.memories, pinned.pinned, pinned.base) == ((a,), (a,), 0)
+    assert [r.id for r in journal.scoped_records(pinned.pinned, pinned_only=True)] == [turn]
     journal.update_record(turn, pinned=True)  # already pinned: nothing changed, the same listing
     assert journal.scope_listing(scope) is pinned
     journal.update_record(turn, pinned=False)

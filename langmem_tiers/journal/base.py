@@ -273,18 +273,33 @@ class OutboxItem:
 
 Versions = tuple[int, int, int]  # (largest record id ever inserted, records deleted, texts edited)
 
+# What a namespace holds, as a ScopeListing reads it (a bit each, ``ScopeListing.holds``). A read that
+# leaves turns out probes only the namespaces holding what it asks for: a user's 10,000 sessions may each
+# hold an extracted fact, and still only a handful a keyed memory, a skill or a pinned record.
+HOLDS_MEMORY = 1  # a record that is not a turn
+HOLDS_PINNED = 2  # a pinned record
+HOLDS_KEYED = 4  # a record with a key (the semantic tier's keyed memories)
+HOLDS_SKILL = 8  # a skill: context() reads the user's skills on every call
+SKILL_KIND = "skill"
+
+
+def _holding(holds: Mapping[int, int], bits: int) -> tuple[int, ...]:
+    """The namespaces of ``holds`` holding any of ``bits``, in id order."""
+    return tuple(sorted(n for n, h in holds.items() if h & bits))
+
 
 @dataclass(frozen=True, eq=False)
 class ScopeListing:
     """A scope's namespaces as one read saw them, with their version counters (``Journal.scope_versions``).
 
-    ``ids_by_name`` maps each namespace to its id. ``memories`` holds the ids of those with a record that
-    is not a turn or is pinned: all that a read of the scope's memories (kinds without ``"turn"``) or of
-    its pinned records has to probe (a user's 10,000 sessions of turns hold a handful). ``generation``
-    names this listing; when it was made from an earlier one by reading only the namespaces that gained
-    records, ``base`` is that one's generation and ``changed`` those namespaces, so an in-process index
-    synced to ``base`` looks at ``changed`` alone (``base`` is 0 otherwise). A listing is never
-    modified: a newer read makes a new one.
+    ``ids_by_name`` maps each namespace to its id. ``holds`` maps each namespace holding something beyond
+    unpinned turns to what it holds (the ``HOLDS_*`` bits); ``memories`` (a record that is not a turn, or
+    a pinned one), ``pinned``, ``keyed`` and ``skills`` are its namespaces by bit, in id order: all that
+    a read of the scope's memories (kinds without ``"turn"``), its pinned records, its keyed ones or its
+    skills has to probe. ``generation`` names this listing; when it was made from an earlier one by
+    reading only the namespaces that gained records, ``base`` is that one's generation and ``changed``
+    those namespaces, so an in-process index synced to ``base`` looks at ``changed`` alone (``base`` is 0
+    otherwise). A listing is never modified: a newer read makes a new one.
     """
 
     ids: tuple[int, ...]  # in id order
@@ -293,28 +308,40 @@ class ScopeListing:
     generation: int
     key: frozenset[int]  # the ids as a set
     ids_by_name: Mapping[Namespace, int]
-    memories: tuple[int, ...] = ()  # in id order, as a read takes them
+    holds: Mapping[int, int] = field(default_factory=dict)  # only the namespaces holding something
+    memories: tuple[int, ...] = ()
+    pinned: tuple[int, ...] = ()
+    keyed: tuple[int, ...] = ()
+    skills: tuple[int, ...] = ()
     newest: int = 0  # the largest ``last_record_id`` of the versions: where a read of grown namespaces starts
     base: int = 0
     changed: frozenset[int] = frozenset()
 
     @classmethod
-    def read(cls, rows: Sequence[tuple[int, Namespace, Versions, bool]], stamp: tuple[int, ...],
+    def read(cls, rows: Sequence[tuple[int, Namespace, Versions, int]], stamp: tuple[int, ...],
              generation: int) -> ScopeListing:
-        """A listing of every row read (in id order); a row's last field says whether it holds a memory."""
+        """A listing of every row read (in id order); a row's last field is what it holds (``HOLDS_*``)."""
         ids = tuple(n for n, _, _, _ in rows)
         return cls(ids, {n: v for n, _, v, _ in rows}, stamp, generation, frozenset(ids),
-                   {ns: n for n, ns, _, _ in rows}, tuple(n for n, _, _, holds in rows if holds),
-                   max((v[0] for _, _, v, _ in rows), default=0))
+                   {ns: n for n, ns, _, _ in rows}, newest=max((v[0] for _, _, v, _ in rows), default=0),
+                   **_by_bit({n: h for n, _, _, h in rows if h}))
 
     def grown(self, versions: Mapping[int, Versions], stamp: tuple[int, ...], generation: int,
-              changed: Mapping[int, bool]) -> ScopeListing:
+              changed: Mapping[int, int]) -> ScopeListing:
         """This listing with newer counters for the same namespaces, ``changed`` of them grown (each
-        with whether it holds a memory now; the others' membership stands)."""
-        memories = tuple(sorted({n for n in self.memories if n not in changed} | {n for n, h in changed.items() if h}))
+        with what it holds now; the others' stand)."""
         newest = max([self.newest, *(versions[n][0] for n in changed)])
-        return replace(self, versions=versions, stamp=stamp, generation=generation, memories=memories,
-                       newest=newest, base=self.generation, changed=frozenset(changed))
+        held = {} if all(self.holds.get(n, 0) == h for n, h in changed.items()) else _by_bit(
+            {n: h for n, h in {**self.holds, **changed}.items() if h})  # the usual turn changes nothing held
+        return replace(self, versions=versions, stamp=stamp, generation=generation, newest=newest,
+                       base=self.generation, changed=frozenset(changed), **held)
+
+
+def _by_bit(holds: Mapping[int, int]) -> dict[str, Any]:
+    """``ScopeListing``'s fields that ``holds`` determines."""
+    return {"holds": holds, "memories": _holding(holds, HOLDS_MEMORY | HOLDS_PINNED),
+            "pinned": _holding(holds, HOLDS_PINNED), "keyed": _holding(holds, HOLDS_KEYED),
+            "skills": _holding(holds, HOLDS_SKILL)}
 
 
 @dataclass(frozen=True)
@@ -400,7 +427,8 @@ class WriteTxn(Protocol):
         ``unkeyed`` narrows the read to what planning new memories needs
         (:func:`~langmem_tiers.semantic.supersede.plan_memories`): every keyed memory (a user holds one
         current memory per key, so they stay few however long the history grows) and, of the unkeyed
-        ones, only those with these record ids (the candidates' keyword matches). ``None``: all of them.
+        ones, only those with these record ids (the candidates' keyword matches, found by a search of
+        these namespaces: the ids are not checked against them again). ``None``: all of them.
         """
         ...
 
@@ -553,8 +581,9 @@ class Journal(Protocol):
         """Records of these namespaces (of these kinds, pinned ones only when asked), in id order.
 
         ``unkeyed`` (as :meth:`WriteTxn.current_memories`'s): the keyed records (of these kinds; current
-        and superseded: a user holds few keys) and, of the unkeyed ones, only those with these ids;
-        ``pinned_only`` does not apply then. ``None``: all of them.
+        and superseded: a user holds few keys) and, of the unkeyed ones, only those with these ids, which
+        a search of the caller's scope found (so ``ns_ids`` may name only the sessions holding a keyed
+        record: ``ScopeListing.keyed``); ``pinned_only`` does not apply then. ``None``: all of them.
         """
         ...
 

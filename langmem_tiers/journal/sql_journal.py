@@ -20,7 +20,12 @@ from langmem_tiers.errors import JournalError, SchemaVersionError, SessionErased
 from langmem_tiers.journal import sql_core as core
 from langmem_tiers.journal.base import (
     DEFAULT_SUMMARY_HISTORY,
+    HOLDS_KEYED,
+    HOLDS_MEMORY,
+    HOLDS_PINNED,
+    HOLDS_SKILL,
     SCHEMA_VERSION,
+    SKILL_KIND,
     Namespace,
     NewRecord,
     OutboxItem,
@@ -58,15 +63,18 @@ _KEPT_STAMP = ("SELECT coalesce(sum(namespaces), 0), coalesce(sum(ns_sum), 0), c
                "coalesce(sum(repinned_sum), 0) FROM scope_stamps")
 
 
-def _holds_memory(true: str) -> str:
-    """Whether the namespaces row read holds a record that is not a turn or is pinned (ScopeListing.memories).
+def _holds(true: str) -> str:
+    """What the namespaces row read holds (``ScopeListing.holds``): the sum of the ``HOLDS_*`` bits.
 
-    Two probes that repeat the conditions of the partial indexes records_memories (ns, kind) WHERE
-    kind <> 'turn' (schema v9) and records_pinned (ns) WHERE pinned: each lands among the session's
-    few memories or pinned records, never among its turns.
+    One probe a bit, each repeating the condition of a partial index: records_memories (ns, kind) WHERE
+    kind <> 'turn' (schema v9) for a memory and for a skill, records_pinned (ns) WHERE pinned, records_key
+    (ns, key) WHERE key IS NOT NULL: each lands among the session's few memories, pinned or keyed
+    records, never among its turns.
     """
-    return ("(EXISTS (SELECT 1 FROM records r WHERE r.ns = namespaces.ns AND r.kind <> 'turn') "
-            f"OR EXISTS (SELECT 1 FROM records r WHERE r.ns = namespaces.ns AND r.pinned = {true}))")
+    probes = ((HOLDS_MEMORY, "r.kind <> 'turn'"), (HOLDS_PINNED, f"r.pinned = {true}"),
+              (HOLDS_KEYED, "r.key IS NOT NULL"), (HOLDS_SKILL, f"r.kind = '{SKILL_KIND}' AND r.kind <> 'turn'"))
+    return "(" + " + ".join(f"CASE WHEN EXISTS (SELECT 1 FROM records r WHERE r.ns = namespaces.ns AND {where}) "
+                            f"THEN {bit} ELSE 0 END" for bit, where in probes) + ")"
 
 
 # Listing generations, unique in the process: an index that was handed listings of two journals
@@ -118,7 +126,7 @@ def _only_added(before: tuple[int, ...], now: tuple[int, ...]) -> bool:
 
 
 def _grown(cached: ScopeListing, stamp: tuple[int, ...], rows: Sequence[Any], generation: int) -> ScopeListing | None:
-    """``cached`` with the counters (and memories) of the namespaces that gained records (``rows``), or
+    """``cached`` with the counters (and what they hold) of the namespaces that gained records (``rows``), or
     ``None`` when those do not account for the stamp's whole growth (a row was missed: read them all)."""
     versions: dict[int, Versions] = dict(cached.versions)
     total = cached.stamp[3]
@@ -131,7 +139,7 @@ def _grown(cached: ScopeListing, stamp: tuple[int, ...], rows: Sequence[Any], ge
         versions[ns_id] = (int(r[1]), int(r[2]), int(r[3]))
     if total != stamp[3]:
         return None
-    return cached.grown(versions, stamp, generation, {int(r[0]): bool(r[4]) for r in rows})
+    return cached.grown(versions, stamp, generation, {int(r[0]): int(r[4]) for r in rows})
 
 
 def check_version(version: int, where: str) -> None:
@@ -287,16 +295,17 @@ class SqlJournal:
         largest), and the listing is kept only if their counters account for the whole growth of the
         sum (a PostgreSQL transaction may commit a smaller id after a larger one); else every row is read.
 
-        ``memories`` (the namespaces holding a record that is not a turn or is pinned) is read with
-        the rows, from the same snapshot as the stamp, and stays right while the stamp does: a
-        namespace can only enter it by gaining a record (``last_record_id`` grows: the grown path
-        probes exactly the namespaces that gained records and keeps the others' membership) or by
-        a record's pinned flag set (``records_repinned``, schema v10: every row is read again); it
-        can only leave it by a record deleted (``records_deleted``, counted by a trigger on every
-        delete: ``delete_records``, ``clear_session``, ``erase_messages``, the expiry sweep) or
-        unpinned (``records_repinned``), both read every row again. No statement changes a record's
-        kind or moves it to another session (outside the version 4 migration, which runs before any
-        listing). Text edits and supersession leave it as it was. Erasing a namespace
+        ``holds`` (what each namespace holds: a record that is not a turn, a pinned one, a keyed one, a
+        skill) is read with the rows, from the same snapshot as the stamp, and stays right while the
+        stamp does: a namespace can only gain a bit by gaining a record (``last_record_id`` grows: the
+        grown path probes exactly the namespaces that gained records and keeps the others' bits) or by
+        a record's pinned flag set (``records_repinned``, schema v10: every row is read again); it can
+        only lose one by a record deleted (``records_deleted``, counted by a trigger on every delete:
+        ``delete_records``, ``clear_session``, ``erase_messages``, the expiry sweep) or unpinned
+        (``records_repinned``), both read every row again. No statement changes a record's kind or key
+        (sealing or re-sealing a key never makes it NULL) or moves it to another session (outside the
+        version 4 migration, which runs before any listing). Text edits and supersession leave it as
+        it was. Erasing a namespace
         (``delete_namespaces``) empties this journal's listings, and changes the count for others.
         """
         where, args = _scope_where(scope)
@@ -310,14 +319,14 @@ class SqlJournal:
                 return cached
             listing = None
             if cached is not None and _only_added(cached.stamp, stamp):
-                grown = db.all(f"SELECT ns, last_record_id, records_deleted, records_edited, {_holds_memory(db.TRUE)} "
+                grown = db.all(f"SELECT ns, last_record_id, records_deleted, records_edited, {_holds(db.TRUE)} "
                                f"FROM namespaces{where} AND last_record_id > ?", (*args, cached.newest))
                 listing = _grown(cached, stamp, grown, self._listings.generation())
             if listing is None:
                 rows = db.all(f"SELECT ns, session_id, user_id, agent_id, last_record_id, records_deleted, "
-                              f"records_edited, {_holds_memory(db.TRUE)} FROM namespaces{where} ORDER BY ns", args)
+                              f"records_edited, {_holds(db.TRUE)} FROM namespaces{where} ORDER BY ns", args)
                 listing = ScopeListing.read([(int(r[0]), Namespace(r[1], r[2], r[3]), (int(r[4]), int(r[5]), int(r[6])),
-                                              bool(r[7])) for r in rows], stamp, self._listings.generation())
+                                              int(r[7])) for r in rows], stamp, self._listings.generation())
         self._listings.put(key, listing)
         return listing
 
@@ -542,7 +551,7 @@ class SqlJournal:
         """Records of these namespaces (of these kinds, pinned ones only when asked), in id order; with
         ``unkeyed``, the keyed ones (of those kinds) and, of the unkeyed ones, those with these ids
         (:func:`~langmem_tiers.journal.sql_core.keyed_and_listed`)."""
-        if not ns_ids:
+        if not ns_ids and not unkeyed:
             return []
         with self._autocommit() as db:
             if unkeyed is not None:

@@ -111,14 +111,16 @@ def typed_records(m: TieredMemory, query: str | None, memo: RequestMemo | None =
     profile_kinds = [k for k in kinds if k in PROFILE_KINDS]
     records = m.journal.scoped_records([m._ns_id], [fields.WORKING_KIND]) if fields.WORKING_KIND in kinds else []
     if fields.SKILL_KIND in kinds:
-        # A user of 10,000 sessions that each hold a memory: one index probe per session, for this kind alone.
-        records += reads.user_records(m, [fields.SKILL_KIND], memo)
+        records += reads.user_records(m, [fields.SKILL_KIND], memo)  # probes only the sessions holding one
     if profile_kinds:
         ns_ids = reads.user_ns_ids(m, memo, profile_kinds)
         question = query if query and query_words(query) else None
         matches = [h.record_id for h in m.journal.keyword_search(question, ns_ids, PROFILE_MATCHES, profile_kinds)
                    ] if question else []
-        profile = m.journal.scoped_records(ns_ids, profile_kinds, unkeyed=matches)
+        # The keyed ones are read only where the listing says a keyed record is (ScopeListing.keyed): a user
+        # of 10,000 sessions that each hold an unkeyed fact cost 10,000 probes of records_key before.
+        profile = m.journal.scoped_records(reads.user_ns_ids(m, memo, profile_kinds, keyed_only=True),
+                                           profile_kinds, unkeyed=matches)
         if question is None or not m.config.profile_related_only:
             read = {r.id for r in profile}
             profile += [r for r in reads.newest_unkeyed(m, ns_ids, profile_kinds, PROFILE_NEWEST, memo)

@@ -36,13 +36,14 @@ def snapshot(m: TieredMemory) -> tuple[SessionState, list[WindowMessage], int]:
 
 
 def user_ns_ids(m: TieredMemory, memo: RequestMemo | None = None,
-                kinds: Sequence[str] | None = None) -> Sequence[int]:
+                kinds: Sequence[str] | None = None, keyed_only: bool = False) -> Sequence[int]:
     """This user's sessions (keys and the profile are scoped to the user; without a user id, to this
-    session) where a read of ``kinds`` can find a record: only those holding a memory when the kinds
-    leave turns out (:func:`~langmem_tiers.recall.request.ids_to_probe`), every one otherwise. This
-    session is in too when the listing lacks it (created a moment ago)."""
+    session) where a read of ``kinds`` (of keyed records only, with ``keyed_only``) can find a record:
+    only those holding one when the kinds leave turns out
+    (:func:`~langmem_tiers.recall.request.ids_to_probe`), every one otherwise. This session is in too
+    when the listing lacks it (created a moment ago)."""
     listing = scope_listing(m.journal, Scope("user", m.namespace), memo)
-    ids = ids_to_probe(listing, kinds)
+    ids = ids_to_probe(listing, kinds, keyed_only=keyed_only)
     return ids if m._ns_id in listing.key else [*ids, m._ns_id]
 
 

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from langmem_tiers.errors import InvalidMessageError
+from langmem_tiers.journal.base import SKILL_KIND as SKILL_KIND  # the journal's listings track who holds one
 
 EXPIRES_AT = "expires_at"
 CATEGORY = "category"
@@ -33,7 +34,6 @@ OUTCOME = "outcome"
 VALUE = "value"
 
 WORKING_KIND = "working"
-SKILL_KIND = "skill"
 EVENT_KIND = "event"
 
 MAX_LABEL_CHARS = 64  # a category or an event type: a short label

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from langmem_tiers.journal.base import Journal, Scope, ScopeListing
+from langmem_tiers.journal.base import SKILL_KIND, Journal, Scope, ScopeListing
 
 
 @dataclass
@@ -34,11 +34,18 @@ def scope_listing(journal: Journal, scope: Scope, memo: RequestMemo | None = Non
     return found
 
 
-def ids_to_probe(listing: ScopeListing, kinds: Sequence[str] | None = None, pinned_only: bool = False) -> Sequence[int]:
+def ids_to_probe(listing: ScopeListing, kinds: Sequence[str] | None = None, pinned_only: bool = False,
+                 keyed_only: bool = False) -> Sequence[int]:
     """The namespaces of ``listing`` where ``Journal.scoped_records(ids, kinds, pinned_only)`` can find a
-    record, in id order: only those holding a memory or a pinned record (``ScopeListing.memories``) when
-    the read leaves turns out (kinds without ``"turn"``) or asks for pinned records only; else every one.
+    record, in id order: when it asks for pinned records only, those holding one (``ScopeListing.pinned``);
+    for keyed ones only (``keyed_only``), those holding one (``keyed``); when it leaves turns out (kinds
+    without ``"turn"``), those holding a skill for skills alone (``skills``), those holding a memory
+    or a pinned record else (``memories``); every one otherwise.
     """
-    if pinned_only or (kinds and "turn" not in kinds):
-        return listing.memories
+    if pinned_only:
+        return listing.pinned
+    if keyed_only:
+        return listing.keyed
+    if kinds and "turn" not in kinds:
+        return listing.skills if set(kinds) == {SKILL_KIND} else listing.memories
     return listing.ids

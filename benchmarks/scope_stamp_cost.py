@@ -10,7 +10,9 @@ journal), its live user's scope (scale.py's ``LIVE_USER``). Median ms over ``--r
   before schema v11) against the row the triggers keep (``_KEPT_STAMP``);
 - the scope count a keyword search makes (``sql_core.scope_size``, the namespaces bound in growing
   chunks) against one statement binding every namespace at once (the count before the chunks), capped
-  at the keyword budget + 1 alike.
+  at the keyword budget + 1 alike;
+- the scope's listing read whole, as after a delete or a pin anywhere in the scope (``Journal.scope_listing``
+  with its kept listings dropped: every namespaces row, and what each holds, one index probe a thing).
 
 ``--writes``: CPU and wall microseconds per single-record ``add_records`` into two fresh journals of
 1,000 sessions, one as schema v11 makes it and one with its stamp triggers and index dropped; 200
@@ -32,10 +34,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from scale import LIVE_USER
 
-from langmem_tiers.journal.base import Namespace, NewRecord
+from langmem_tiers.journal.base import Namespace, NewRecord, Scope
 from langmem_tiers.journal.keyword_budget import KEYWORD_BUDGET
 from langmem_tiers.journal.sql_core import Sql, scope_size
-from langmem_tiers.journal.sql_journal import _KEPT_STAMP, _STAMP
+from langmem_tiers.journal.sql_journal import _KEPT_STAMP, _STAMP, ListingCache
 from langmem_tiers.journal.sqlite import SqliteJournal
 
 V11_OBJECTS = ("TRIGGER namespaces_stamp_ai", "TRIGGER namespaces_stamp_ad", "TRIGGER namespaces_stamp_au",
@@ -60,6 +62,20 @@ def median_ms(journal: SqliteJournal, read: Callable[[Sql], Any], rounds: int) -
     return round(statistics.median(took), 3)
 
 
+def whole_listing_ms(journal: SqliteJournal, rounds: int) -> float:
+    """Median ms of the live user's scope listing read from scratch (no kept listing to grow from)."""
+    with journal._autocommit() as db:
+        session = str(db.one("SELECT session_id FROM namespaces WHERE user_id=? LIMIT 1", (LIVE_USER,))[0])
+    scope = Scope("user", Namespace(session, LIVE_USER))
+    took = []
+    for _ in range(rounds + 1):  # the first warms
+        journal._listings = ListingCache()
+        start = time.perf_counter()
+        journal.scope_listing(scope)
+        took.append((time.perf_counter() - start) * 1000)
+    return round(statistics.median(took[1:]), 3)
+
+
 def reads(folder: Path, rounds: int) -> None:
     journal = SqliteJournal(folder / "journal.sqlite3")
     try:
@@ -71,7 +87,8 @@ def reads(folder: Path, rounds: int) -> None:
                "stamp_aggregate_ms": median_ms(journal, lambda db: db.one(f"{_STAMP}{where}", args), rounds),
                "stamp_kept_row_ms": median_ms(journal, lambda db: db.one(f"{_KEPT_STAMP}{where}", args), rounds),
                "scope_count_one_statement_ms": median_ms(journal, lambda db: one_statement_count(db, ids, cap), rounds),
-               "scope_count_chunks_ms": median_ms(journal, lambda db: scope_size(db, ids, None, cap), rounds)})
+               "scope_count_chunks_ms": median_ms(journal, lambda db: scope_size(db, ids, None, cap), rounds),
+               "listing_whole_ms": whole_listing_ms(journal, rounds)})
     finally:
         journal.close()
 

@@ -4,9 +4,10 @@
 recalls across the user's sessions: each of those needs the scope's namespaces, and the in-process
 vector index their version counters. One :class:`~langmem_tiers.journal.base.ScopeListing` per scope
 serves them all; the journal hands back the same listing across calls while the scope is unchanged.
-A memo lives as long as the call that made it. The reads of memories and of pinned records probe only
-the sessions the listing says hold one (:func:`ids_to_probe`): a user of 10,000 sessions of turns
-and a few memories costs a few index probes, not 10,000.
+A memo lives as long as the call that made it. The reads of memories, pinned records, keyed ones and
+skills probe only the sessions the listing says hold one (:func:`ids_to_probe`): a user of 10,000
+sessions of turns and a few memories costs a few index probes, not 10,000, and so do the skills, keyed
+and pinned memories of a user whose every session holds an extracted fact.
 """
 
 from __future__ import annotations

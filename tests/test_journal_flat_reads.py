@@ -177,7 +177,7 @@ def test_skills_keyed_and_pinned_reads_probe_only_the_sessions_holding_one(tmp_p
             assert len(listing.memories) == sessions
             for name, read in reads.items():
                 assert read(journal, listing) == expected[name]
-                steps[name].append(_steps(journal, lambda: read(journal, listing)))  # noqa: B023
+                steps[name].append(_steps(journal, lambda: read(journal, listing)))
             every = _steps(journal, lambda: journal.scoped_records(listing.memories, [SKILL_KIND]))
         finally:
             journal.close()

@@ -305,8 +305,8 @@ class SqlJournal:
         (``records_repinned``), both read every row again. No statement changes a record's kind or key
         (sealing or re-sealing a key never makes it NULL) or moves it to another session (outside the
         version 4 migration, which runs before any listing). Text edits and supersession leave it as
-        it was. Erasing a namespace
-        (``delete_namespaces``) empties this journal's listings, and changes the count for others.
+        it was. Erasing a namespace (``delete_namespaces``) empties this journal's listings, and changes
+        the count for others.
         """
         where, args = _scope_where(scope)
         key = (scope.effective_kind, *args)

@@ -86,8 +86,16 @@ TARGET_MS = 30.0  # issue 15, targets 1 and 2
 STORE_NAMES = {"ChromaStore": "embedded chroma", "SqliteVectorStore": "embedded sqlite"}  # a row's vectors_in
 
 
-def filler_question(rng: random.Random) -> str:
-    """A question about two filler words (each question of the scale benchmarks and their probes)."""
+def filler_question(rng: random.Random, plain: bool = False) -> str:
+    """A question about two filler words (each question of the scale benchmarks and their probes).
+
+    Its "say" is a word no filler line holds: once questions are added to the history (scale.py's
+    conversation round, or an earlier run on a reused fill), it is the query's rarest term, and a keyword
+    search over the budget ranks its few matches only, which is cheap (BENCHMARKS.md, issue 15, session
+    52). ``plain`` leaves it out ("What about X and Y?"): every word of the question fills the history.
+    """
+    if plain:
+        return f"What about {rng.choice(VOCAB)} and {rng.choice(VOCAB)}?"
     return f"What did we say about {rng.choice(VOCAB)} and {rng.choice(VOCAB)}?"
 
 
@@ -206,7 +214,8 @@ def _fill_child(target: str | Path, chroma: str | None, size: int, vectors: bool
 def measure(size: int, vectors: bool, samples: int, layout: str, per_session: int,
             journal_url: str | None = None, chroma: str | None = None, reuse: Path | None = None,
             breakdown: bool = False, server: int | None = None, text_vectors: Path | None = None,
-            embedded_vectors: str | None = None, memories_every: int = 0) -> dict[str, Any]:
+            embedded_vectors: str | None = None, memories_every: int = 0,
+            plain_questions: bool = False) -> dict[str, Any]:
     rng = random.Random(size)
     folder = reuse or Path(tempfile.mkdtemp(prefix="lt-scale-"))
     t0 = time.perf_counter()
@@ -267,7 +276,7 @@ def measure(size: int, vectors: bool, samples: int, layout: str, per_session: in
         for _ in range(2):
             context_ms, search_ms, user_ms, embed_ms = [], [], [], []
             for _ in range(samples):
-                question = filler_question(rng)
+                question = filler_question(rng, plain_questions)
                 t = time.perf_counter()
                 ctx = memory.context(question)
                 context_ms.append((time.perf_counter() - t) * 1000)
@@ -285,14 +294,14 @@ def measure(size: int, vectors: bool, samples: int, layout: str, per_session: in
         # back to back, its embedding would share the cores with the next context()'s.
         turn_ms = []
         for _ in range(samples):
-            question = filler_question(rng)
+            question = filler_question(rng, plain_questions)
             memory.add("user", question)
             turn_ms.append(_timed(lambda: memory.context(question)))
             memory.add("assistant", line(rng))
             memory.flush()
         parts: dict[str, float] = {}  # ms per part, over the breakdown's calls
         if breakdown:
-            questions = [filler_question(rng) for _ in range(samples)]
+            questions = [filler_question(rng, plain_questions) for _ in range(samples)]
             with timed_parts(memory) as counters:
                 for question in questions:
                     memory.context(question)
@@ -302,7 +311,7 @@ def measure(size: int, vectors: bool, samples: int, layout: str, per_session: in
     row: dict[str, Any] = {
         "layout": layout, "size": size, "stored_messages": total, "vectors": vectors,
         "filler_vectors": _filler_vectors(vectors, text_vectors, reuse), "fill_s": round(fill_s, 1),
-        "memories_every": memories_every,
+        "memories_every": memories_every, "questions": "plain" if plain_questions else "with a rare word",
         "samples": samples, "cold_context_ms": round(cold_ms, 2), "graph_build_s": round(build_s, 1),
     }
     for name, values in (("add", add_ms), ("context", context_ms), ("warm_context", warm_ms), ("turn_context", turn_ms),
@@ -386,6 +395,9 @@ def main() -> None:
                         help="an unkeyed fact record every N filler turns, as the offline extractor keeps (0: none)")
     parser.add_argument("--embedded-vectors", choices=["chroma", "sqlite"], default=None,
                         help="the embedded folder's vector store (MemoryConfig.embedded_vectors; default Chroma)")
+    parser.add_argument("--plain-questions", action="store_true",
+                        help="questions of filler words only, without the rare 'say' that makes keyword search "
+                             "cheap once questions are in the history (filler_question)")
     parser.add_argument("--breakdown", action="store_true",
                         help="also time the parts of context() (journal reads, embedder, index, gc) apart")
     parser.add_argument("--plot-only", nargs="+", default=None, metavar="JSON",
@@ -434,7 +446,8 @@ def run(args: argparse.Namespace, out: Path, journal_url: str | None, chroma: st
         row = measure(size, vectors=not args.no_vectors, samples=args.samples, layout=args.layout,
                       per_session=args.per_session, journal_url=journal_url, chroma=chroma, reuse=args.reuse,
                       breakdown=args.breakdown, server=server_pid, text_vectors=args.text_vectors,
-                      embedded_vectors=args.embedded_vectors, memories_every=args.memories_every)
+                      embedded_vectors=args.embedded_vectors, memories_every=args.memories_every,
+                      plain_questions=args.plain_questions)
         rows.append(row)
         print(json.dumps(row), flush=True)
         out.with_suffix(".json").write_text(json.dumps(rows, indent=2))  # what is done survives an interrupt

@@ -308,10 +308,14 @@ def measure(size: int, vectors: bool, samples: int, layout: str, per_session: in
             parts = {name: sec * 1000 for name, sec in counters.seconds.items()}
         total = memory.journal.count_messages()
         mark("end")
+        with memory.journal._autocommit() as db:  # type: ignore[attr-defined]
+            # What the fill holds, not what a flag said: a reused folder may have been filled otherwise.
+            facts = int(db.one("SELECT count(*) FROM records WHERE kind = 'fact'")[0])
     row: dict[str, Any] = {
         "layout": layout, "size": size, "stored_messages": total, "vectors": vectors,
         "filler_vectors": _filler_vectors(vectors, text_vectors, reuse), "fill_s": round(fill_s, 1),
-        "memories_every": memories_every, "questions": "plain" if plain_questions else "with a rare word",
+        "memories_every": None if reuse else memories_every, "facts_stored": facts,
+        "questions": "plain" if plain_questions else "with a rare word",
         "samples": samples, "cold_context_ms": round(cold_ms, 2), "graph_build_s": round(build_s, 1),
     }
     for name, values in (("add", add_ms), ("context", context_ms), ("warm_context", warm_ms), ("turn_context", turn_ms),
@@ -392,7 +396,8 @@ def main() -> None:
                         help="filler vectors drawn from the local model's vectors of this LoCoMo file's turns "
                              "(text-like) instead of random unit vectors (HNSW's worst case)")
     parser.add_argument("--memories-every", type=int, default=0, metavar="N",
-                        help="an unkeyed fact record every N filler turns, as the offline extractor keeps (0: none)")
+                        help="an unkeyed fact record every N filler turns, as the offline extractor keeps (0: none; "
+                             "ignored with --reuse: the row records the fill's facts_stored)")
     parser.add_argument("--embedded-vectors", choices=["chroma", "sqlite"], default=None,
                         help="the embedded folder's vector store (MemoryConfig.embedded_vectors; default Chroma)")
     parser.add_argument("--plain-questions", action="store_true",

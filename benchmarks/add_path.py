@@ -29,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from ingest import chat_sessions
-from scale import VOCAB, pct
+from scale import filler_question, pct
 
 from langmem_tiers import MemoryConfig, TieredMemory
 
@@ -40,7 +40,7 @@ def context_ms(root: TieredMemory, queries: int, rng: random.Random) -> list[flo
     with root.for_session(f"ask-{rng.random()}", user_id="u") as memory:
         memory.add("user", "Hello again.")
         for _ in range(queries):
-            question = f"What did we say about {rng.choice(VOCAB)} and {rng.choice(VOCAB)}?"
+            question = filler_question(rng)
             t = time.perf_counter()
             memory.context(question)
             out.append((time.perf_counter() - t) * 1000)

@@ -318,7 +318,8 @@ def test_the_profile_of_a_long_history_reads_the_matches_and_the_newest_memories
     ``PROFILE_NEWEST`` unkeyed ones, not every memory: an old fact still reaches a question about it,
     and a context() without a question shows the newest facts."""
     with open_memory(tmp_path, "old") as old:
-        old.remember("Likes green tea with honey", kind="preference")
+        # The most important fact: a profile that read every memory would show it first without a question.
+        old.remember("Likes green tea with honey", kind="preference", importance=0.95)
         old.remember("Lives in Porto", key="home_city")
     for day in range(3):
         with open_memory(tmp_path, f"day{day}") as memory:

@@ -464,11 +464,11 @@ class SqlWrite:
     def current_memories(self, ns_ids: Sequence[int], unkeyed: Sequence[int] | None = None) -> list[Record]:
         if not ns_ids and not unkeyed:
             return []
-        members, args = self.db.in_(list(ns_ids))
         # "kind != 'turn'" as two ranges, ordered by +r.id: SQLite then reads the few memories through
         # records_ns (ns, kind); written as != it walked every record of the scope (12 ms per write that
         # plans memories at 100k records in one session, 0.04 ms as ranges).
         if unkeyed is None:
+            members, args = self.db.in_(list(ns_ids))
             rows = self.db.all(f"{RECORD_SELECT} WHERE r.ns {members} AND (r.kind < 'turn' OR r.kind > 'turn') "
                                "AND r.valid_to IS NULL ORDER BY +r.id", args)
             return row_records(rows, self._codec)

@@ -471,7 +471,7 @@ def keyword_scale_rows(backend: str, sizes: list[int], layouts: list[str], n: in
                             if name == "dropped":
                                 # Every word counted afresh, into counts thrown away after the call: kept,
                                 # they would spare the held side's next call its seeks to the new matches.
-                                journal._term_counts = TermCounts()
+                                journal._term_counts = {index: TermCounts() for index in held}
                             start = time.perf_counter()
                             found = journal.keyword_search(q, ns_ids, SCALE_K)
                             times[name].append((time.perf_counter() - start) * 1000)

@@ -305,8 +305,8 @@ def test_sqlite_reads_the_newest_matches_only_as_far_as_the_windows_reach(
     real = SqliteJournal._newest_matches
     read: list[int] = []
 
-    def newest_matches(db: Any, match: str, below: int | None, limit: int) -> list[int]:
-        found = real(db, match, below, limit)
+    def newest_matches(db: Any, match: str, below: int | None, limit: int, index: str = "records_fts") -> list[int]:
+        found = real(db, match, below, limit, index)
         read.append(len(found))
         return found
 

@@ -57,9 +57,10 @@ def count_calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
     calls: list[tuple[str, int]] = []
     original = SqliteJournal._count_matches
 
-    def spy(db: Any, term: str, cap: int, above: int = 0, upto: int | None = None) -> TermCount:
+    def spy(db: Any, term: str, cap: int, above: int = 0, upto: int | None = None,
+            index: str = "records_fts") -> TermCount:
         calls.append((term, above))
-        return original(db, term, cap, above, upto)
+        return original(db, term, cap, above, upto, index)
 
     monkeypatch.setattr(SqliteJournal, "_count_matches", staticmethod(spy))
     return calls
@@ -104,7 +105,7 @@ def test_held_counts_equal_fresh_counts_through_random_appends(tmp_path: Path) -
             asked = rng.sample(words, 2)
             held = journal._counts(journal._sql, asked, cap)
             assert held == [journal._count_matches(journal._sql, t, cap) for t in asked]
-        assert len(journal._term_counts) == len(words)
+        assert len(journal._term_counts["records_fts"]) == len(words)
     finally:
         journal.close()
 
@@ -132,9 +133,9 @@ def test_a_delete_or_edit_by_another_connection_drops_the_held_counts(
 def test_erasing_a_session_drops_the_held_counts_at_once(filled: tuple[SqliteJournal, int, list[int]]) -> None:
     journal, ns_id, _ = filled
     _search(journal, ns_id)
-    assert len(journal._term_counts) == 2
+    assert len(journal._term_counts["records_fts"]) == 2
     journal.delete_namespaces([ns_id])
-    assert len(journal._term_counts) == 0
+    assert len(journal._term_counts["records_fts"]) == 0
 
 
 def test_a_version_11_journal_migrates_with_its_churn_counted_from_zero(tmp_path: Path) -> None:

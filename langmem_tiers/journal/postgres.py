@@ -255,9 +255,16 @@ def _v12_changes_nothing_here(db: Sql) -> None:
     moves would queue all of them on it."""
 
 
+def _v13_changes_nothing_here(db: Sql) -> None:
+    """Schema version 13 gives SQLite a keyword index of the memories alone (sqlite.py's V13_SQL), so that a
+    search of memories over the keyword budget counts, windows and ranks no turn. Not built here: this
+    journal reads a term's newest matches by a backward walk of the primary key (``_newest_matches``), and
+    kept to memories that walk would pass every turn between them. Its memory searches rank as before."""
+
+
 MIGRATIONS: tuple[str | Callable[[Sql], None], ...] = (
     *_OLD_MIGRATIONS, _migrate_to_v4, V5_SQL, V6_SQL, V7_SQL, V8_SQL, V9_SQL, V10_SQL, _v11_changes_nothing_here,
-    _v12_changes_nothing_here)
+    _v12_changes_nothing_here, _v13_changes_nothing_here)
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 # The server's clock, in epoch seconds: leases and retry times of replicas on several hosts

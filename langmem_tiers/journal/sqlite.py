@@ -12,6 +12,7 @@ What SQLite and PostgreSQL do alike is written once in :mod:`.sql_core` and
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -351,8 +352,43 @@ WHEN old.text IS NOT new.text OR old.terms IS NOT new.terms BEGIN
 END;
 """
 
+# Schema version 13, a keyword index of the memories alone (every record that is not a turn, as
+# ``records_memories``). context()'s profile asks for the facts sharing a word with the question: over
+# the keyword budget it ranked the newest matches of its rarest word among every record and kept the
+# facts, so a history of turns made it rank windows of turns to find 64 facts (4.3 ms of 19.6 a call at
+# 1M messages in 10,000 sessions, a fact every 6 turns: BENCHMARKS.md, issue 15, session 53). Here the
+# same search ranks memories only. A record's kind never changes (no UPDATE of records sets it), so the
+# triggers test it once.
+V13_SQL = """
+CREATE VIEW records_memory_fts_content AS
+    SELECT id, coalesce(terms, text) AS text, scope_terms FROM records WHERE kind <> 'turn';
+CREATE VIRTUAL TABLE records_memory_fts USING fts5(
+    text, scope_terms, content='records_memory_fts_content', content_rowid='id',
+    tokenize='porter unicode61 remove_diacritics 2'
+);
+CREATE TRIGGER records_memory_ai AFTER INSERT ON records WHEN new.kind <> 'turn' BEGIN
+    INSERT INTO records_memory_fts (rowid, text, scope_terms)
+    VALUES (new.id, coalesce(new.terms, new.text), new.scope_terms);
+END;
+CREATE TRIGGER records_memory_ad AFTER DELETE ON records WHEN old.kind <> 'turn' BEGIN
+    INSERT INTO records_memory_fts (records_memory_fts, rowid, text, scope_terms)
+    VALUES ('delete', old.id, coalesce(old.terms, old.text), old.scope_terms);
+END;
+CREATE TRIGGER records_memory_au AFTER UPDATE OF text, terms ON records WHEN new.kind <> 'turn' BEGIN
+    INSERT INTO records_memory_fts (records_memory_fts, rowid, text, scope_terms)
+    VALUES ('delete', old.id, coalesce(old.terms, old.text), old.scope_terms);
+    INSERT INTO records_memory_fts (rowid, text, scope_terms)
+    VALUES (new.id, coalesce(new.terms, new.text), new.scope_terms);
+END;
+INSERT INTO records_memory_fts (records_memory_fts) VALUES ('rebuild');
+"""
+
+# The keyword indexes: every record's, and the memories' alone (V13_SQL).
+MEMORY_INDEX = "records_memory_fts"
+KEYWORD_INDEXES = ("records_fts", MEMORY_INDEX)
+
 MIGRATIONS: tuple[str | Callable[[Sql], None], ...] = (
-    *_OLD_MIGRATIONS, _migrate_to_v4, V5_SQL, V6_SQL, V7_SQL, V8_SQL, V9_SQL, V10_SQL, V11_SQL, V12_SQL)
+    *_OLD_MIGRATIONS, _migrate_to_v4, V5_SQL, V6_SQL, V7_SQL, V8_SQL, V9_SQL, V10_SQL, V11_SQL, V12_SQL, V13_SQL)
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 # How long a freshly opened journal waits on the file before reporting it busy.
@@ -541,7 +577,8 @@ class SqliteJournal(SqlJournal):
         # Names of the sessions this process resolved, to say which one a stale handle lost (memory only).
         self._names: dict[int, Namespace] = {}
         self._listings = ListingCache()  # the newest listing of each scope read (SqlJournal.scope_listing)
-        self._term_counts = TermCounts()  # keyword_search's counts of query terms, kept exact between searches
+        # keyword_search's counts of query terms in each keyword index, kept exact between searches.
+        self._term_counts = {index: TermCounts() for index in KEYWORD_INDEXES}
         self._cipher = None
         self._check_path()
         reason = read_only_reason(self.path)
@@ -757,7 +794,10 @@ class SqliteJournal(SqlJournal):
         ``keyword_budget`` matches are ranked (:mod:`.keyword_budget`): a scope of more
         records than that first counts each term's matches (journal-wide, up to the budget:
         an upper bound of the scope's), and a query over the budget ranks its rarest terms,
-        or the newest matches of its rarest term, found through FTS5's rowid range.
+        or the newest matches of its rarest term, found through FTS5's rowid range. Over the
+        budget, a search of memories only (``kinds`` without ``"turn"``) does all of that in the
+        memories' own index (schema v13): their matches are counted, windowed and ranked without
+        the turns around them. Within the budget it ranks as it always did, in every record's index.
         """
         if not ns_ids or k <= 0:
             return []
@@ -767,12 +807,13 @@ class SqliteJournal(SqlJournal):
             return []
         budget = self.keyword_budget
         with self._autocommit() as db:
-            ranked = self._ranking(db, ns_ids)
             if budget is None or scope_size(db, ns_ids, kinds, budget + 1) <= budget:
                 # As without a budget: FTS5 narrows by the scope's terms (few records: cheap).
                 match = fts_query("", ns_ids, terms)
-                return _hits(ranked(db, match, ns_ids, k, kinds, 0) if match else [])
-            counts = [c for c in self._counts(db, terms, budget + 1) if c.matches > 0]
+                return _hits(self._ranking(db, ns_ids)(db, match, ns_ids, k, kinds, 0) if match else [])
+            index = MEMORY_INDEX if kinds and "turn" not in kinds else "records_fts"
+            ranked = self._ranking(db, ns_ids, index)
+            counts = [c for c in self._counts(db, terms, budget + 1, index) if c.matches > 0]
             if not counts:
                 return []  # words the journal never held: nothing matches (as PostgreSQL's _bounded_bm25)
             plan = plan_terms(counts, budget)
@@ -794,7 +835,7 @@ class SqliteJournal(SqlJournal):
             newest: list[int] = []  # the kept term's newest matches, read as far as the windows reach
             rows: list[Any] = []
             for window in recency_windows(budget):
-                more = self._newest_matches(db, kept, newest[-1] if newest else None, window - len(newest))
+                more = self._newest_matches(db, kept, newest[-1] if newest else None, window - len(newest), index)
                 if not more:
                     break  # the last window held every match: ranking it again finds the same rows
                 newest += more
@@ -804,61 +845,63 @@ class SqliteJournal(SqlJournal):
             return _hits(rows)
 
     @staticmethod
-    def _newest_matches(db: Sql, match: str, below: int | None, limit: int) -> list[int]:
-        """Ids of the ``limit`` newest records matching ``match`` under id ``below`` (``None``: any). Each
-        recency window reads only the matches past the last one's (FTS5 seeks to the rowid bound): the
+    def _newest_matches(db: Sql, match: str, below: int | None, limit: int, index: str = "records_fts") -> list[int]:
+        """Ids of the ``limit`` newest records matching ``match`` in ``index`` under id ``below`` (``None``: any).
+        Each recency window reads only the matches past the last one's (FTS5 seeks to the rowid bound): the
         first window, which most searches stop at, walks a quarter of the budget's postings, not all."""
         if below is None:
-            rows = db.all("SELECT rowid FROM records_fts WHERE records_fts MATCH ? ORDER BY rowid DESC LIMIT ?",
+            rows = db.all(f"SELECT rowid FROM {index} WHERE {index} MATCH ? ORDER BY rowid DESC LIMIT ?",
                           (match, limit))
         else:
-            rows = db.all("SELECT rowid FROM records_fts WHERE records_fts MATCH ? AND rowid < ? "
+            rows = db.all(f"SELECT rowid FROM {index} WHERE {index} MATCH ? AND rowid < ? "
                           "ORDER BY rowid DESC LIMIT ?", (match, below, limit))
         return [int(r[0]) for r in rows]
 
-    def _counts(self, db: Sql, terms: Sequence[str], cap: int) -> list[TermCount]:
-        """Each term's matches in the whole journal up to ``cap`` (:meth:`_count_matches`), through the counts
-        held from earlier searches: a held count costs a seek to the matches appended since it was taken."""
+    def _counts(self, db: Sql, terms: Sequence[str], cap: int, index: str = "records_fts") -> list[TermCount]:
+        """Each term's matches in the whole journal up to ``cap`` (:meth:`_count_matches`, in ``index``), through
+        the counts held from earlier searches: a held count costs a seek to the matches appended since it was
+        taken."""
         churn, top = db.one("SELECT (SELECT value FROM meta WHERE key = 'records_churn'), "
                             "(SELECT coalesce(max(id), 0) FROM records)")
         if churn is None:  # a read-only journal of an older schema: nothing tells its deletes, count afresh
-            return [self._count_matches(db, t, cap) for t in terms]
-        held_counts = self._term_counts
+            return [self._count_matches(db, t, cap, index=index) for t in terms]
+        held_counts = self._term_counts[index]
         held_counts.restamp(churn)
         counts = []
         for term in terms:
             entry = held_counts.get(term, cap)
-            count = self._brought_up(db, *entry, cap, top) if entry is not None else None
+            count = self._brought_up(db, *entry, cap, top, index) if entry is not None else None
             if count is None:
-                count = self._count_matches(db, term, cap, upto=top)
+                count = self._count_matches(db, term, cap, upto=top, index=index)
             held_counts.put(count, cap, top)
             counts.append(count)
         return counts
 
-    def _brought_up(self, db: Sql, held: TermCount, upto: int, cap: int, top: int) -> TermCount | None:
+    def _brought_up(self, db: Sql, held: TermCount, upto: int, cap: int, top: int, index: str) -> TermCount | None:
         """``held`` (counted over the records up to id ``upto``) over those up to ``top``: a seek to the matches
         appended since. ``None`` where it cannot be (ids above ``top``, or the index disagrees): count afresh."""
         if upto > top:
             return None
         if upto == top:
             return held
-        grown = counted_since(held, self._count_matches(db, held.term, cap, above=upto, upto=top), cap)
-        return grown if isinstance(grown, TermCount) else self._window_moved(db, held, grown, cap)
+        grown = counted_since(held, self._count_matches(db, held.term, cap, above=upto, upto=top, index=index), cap)
+        return grown if isinstance(grown, TermCount) else self._window_moved(db, held, grown, cap, index)
 
     @staticmethod
-    def _window_moved(db: Sql, held: TermCount, left: int, cap: int) -> TermCount | None:
+    def _window_moved(db: Sql, held: TermCount, left: int, cap: int, index: str) -> TermCount | None:
         """``held``'s term over ``cap`` once its ``left`` oldest counted matches left the window of the newest
         ``cap``: the new oldest is the match ``left`` places above the held oldest (no delete since: the
         matches there are the held ones). ``None`` if the index disagrees (count afresh)."""
-        row = db.one("SELECT rowid FROM records_fts WHERE records_fts MATCH ? AND rowid >= ? "
+        row = db.one(f"SELECT rowid FROM {index} WHERE {index} MATCH ? AND rowid >= ? "
                      "ORDER BY rowid LIMIT 1 OFFSET ?", (fts_query("", (), [held.term]), held.oldest, left))
         return TermCount(held.term, cap, int(row[0])) if row else None
 
     @staticmethod
-    def _count_matches(db: Sql, term: str, cap: int, above: int = 0, upto: int | None = None) -> TermCount:
-        """A term's matches in the whole journal with ids in (``above``, ``upto``], newest first, counted up to
-        ``cap`` (no ranking: cheap; FTS5 seeks to the bounds)."""
-        sql = "SELECT rowid FROM records_fts WHERE records_fts MATCH ? AND rowid > ?"
+    def _count_matches(db: Sql, term: str, cap: int, above: int = 0, upto: int | None = None,
+                       index: str = "records_fts") -> TermCount:
+        """A term's matches in ``index`` (the whole journal's) with ids in (``above``, ``upto``], newest first,
+        counted up to ``cap`` (no ranking: cheap; FTS5 seeks to the bounds)."""
+        sql = f"SELECT rowid FROM {index} WHERE {index} MATCH ? AND rowid > ?"
         args: list[Any] = [fts_query("", (), [term]), above]
         if upto is not None:
             sql += " AND rowid <= ?"
@@ -867,10 +910,10 @@ class SqliteJournal(SqlJournal):
         return TermCount(term, int(row[0]), int(row[1]))
 
     @staticmethod
-    def _ranking(db: Sql, ns_ids: Sequence[int]) -> Ranker:
-        """How to rank a keyword search of ``ns_ids``: ``(db, match, ns_ids, k, kinds, floor)`` to the ``k``
-        best matches by bm25 among records of ``ns_ids`` (of ``kinds``) with ids from ``floor`` on. Chosen
-        once per search: a search over the budget ranks once per recency window.
+    def _ranking(db: Sql, ns_ids: Sequence[int], index: str = "records_fts") -> Ranker:
+        """How to rank a keyword search of ``ns_ids`` in ``index``: ``(db, match, ns_ids, k, kinds, floor)`` to
+        the ``k`` best matches by bm25 among records of ``ns_ids`` (of ``kinds``) with ids from ``floor`` on.
+        Chosen once per search: a search over the budget ranks once per recency window.
 
         Two ways to the same rows. Joined: every match is looked up in ``records`` and kept to the scope
         before ranking. Streamed: FTS5 ranks its matches alone and the best are read in growing chunks,
@@ -884,18 +927,19 @@ class SqliteJournal(SqlJournal):
         # Sessions are numbered from 1 (AUTOINCREMENT): the highest number is their count but for erased
         # ones, read at the end of the primary key (counting 10,000 rows cost ~0.8 ms a search).
         journal_ns = int(db.one("SELECT coalesce(max(ns), 0) FROM namespaces")[0])
-        return SqliteJournal._ranked_streamed if 2 * len(ns_ids) >= journal_ns else SqliteJournal._ranked_joined
+        way = SqliteJournal._ranked_streamed if 2 * len(ns_ids) >= journal_ns else SqliteJournal._ranked_joined
+        return way if index == "records_fts" else functools.partial(way, index=index)
 
     @staticmethod
     def _ranked_joined(db: Sql, match: str, ns_ids: Sequence[int], k: int, kinds: Sequence[str] | None,
-                       floor: int) -> list[Any]:
+                       floor: int, index: str = "records_fts") -> list[Any]:
         """:meth:`_ranking`'s way for a scope holding a small part of the journal: every match joined, then ranked."""
         members, args = db.in_(list(ns_ids))
-        sql = ("SELECT r.id, bm25(records_fts, 1.0, 0.0) AS score FROM records_fts "
-               f"JOIN records r ON r.id = records_fts.rowid WHERE records_fts MATCH ? AND r.ns {members}")
+        sql = (f"SELECT r.id, bm25({index}, 1.0, 0.0) AS score FROM {index} "
+               f"JOIN records r ON r.id = {index}.rowid WHERE {index} MATCH ? AND r.ns {members}")
         args = [match, *args]
         if floor:
-            sql += " AND records_fts.rowid >= ?"
+            sql += f" AND {index}.rowid >= ?"
             args.append(floor)
         if kinds:
             kind_members, kind_args = db.in_(list(kinds))
@@ -905,10 +949,10 @@ class SqliteJournal(SqlJournal):
 
     @staticmethod
     def _ranked_streamed(db: Sql, match: str, ns_ids: Sequence[int], k: int, kinds: Sequence[str] | None,
-                         floor: int) -> list[Any]:
+                         floor: int, index: str = "records_fts") -> list[Any]:
         """:meth:`_ranking`'s way for a scope that holds most of the journal: FTS5 ranks alone, the scope is tested
         on the best matches only."""
-        sql = "SELECT rowid, bm25(records_fts, 1.0, 0.0) AS score FROM records_fts WHERE records_fts MATCH ?"
+        sql = f"SELECT rowid, bm25({index}, 1.0, 0.0) AS score FROM {index} WHERE {index} MATCH ?"
         args: list[Any] = [match]
         if floor:
             sql += " AND rowid >= ?"
@@ -963,7 +1007,8 @@ class SqliteJournal(SqlJournal):
                       key=lambda i: i.record_id)
 
     def _rebuild_keyword_index(self, db: Sql) -> None:
-        db.execute("INSERT INTO records_fts (records_fts) VALUES ('rebuild')")
+        for index in KEYWORD_INDEXES:
+            db.execute(f"INSERT INTO {index} ({index}) VALUES ('rebuild')")
 
     def integrity_check(self) -> str:
         with self._autocommit() as db:
@@ -974,7 +1019,8 @@ class SqliteJournal(SqlJournal):
     def _forget_held(self) -> None:
         super()._forget_held()
         with self._lock:
-            self._term_counts.clear()  # no word asked of an erased session stays in memory
+            for counts in self._term_counts.values():
+                counts.clear()  # no word asked of an erased session stays in memory
 
     def compact(self) -> bool:
         """Remove what deletes left behind on disk; True when the WAL was fully truncated.
@@ -986,7 +1032,8 @@ class SqliteJournal(SqlJournal):
         empties it. Another process reading at that moment keeps the WAL alive: False.
         """
         with self._txn() as db:
-            db.execute("INSERT INTO records_fts (records_fts) VALUES ('optimize')")
+            for index in KEYWORD_INDEXES:
+                db.execute(f"INSERT INTO {index} ({index}) VALUES ('optimize')")
         with self._autocommit() as db:
             busy, _, _ = db.one("PRAGMA wal_checkpoint(TRUNCATE)")
         if busy:

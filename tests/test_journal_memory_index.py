@@ -103,17 +103,18 @@ def test_a_version_12_journal_migrates_with_its_memories_indexed(tmp_path: Path)
 
 def test_over_the_budget_a_memory_search_finds_memories_behind_newer_turns(tmp_path: Path) -> None:
     """Every record's index held the turns' matches first: the newest 20 'weather' matches were all turns,
-    and a search of facts over a budget of 20 found none of the facts said before them."""
+    and a search of facts over a budget of 20 found none of the facts said before them. (PostgreSQL still
+    does: postgres._v13_changes_nothing_here.)"""
     journal = SqliteJournal(tmp_path / "journal.sqlite3")
     try:
         ns_id = journal.namespace_id(Namespace("s", "u")) or 0
         facts = journal.add_records(ns_id, [NewRecord("fact", f"weather fact {i}") for i in range(30)])
-        journal.add_records(ns_id, [NewRecord("turn", f"weather turn {i}") for i in range(60)])
+        turns = journal.add_records(ns_id, [NewRecord("turn", f"weather turn {i}") for i in range(60)])
         journal.keyword_budget = 20  # 30 facts > 20: 'weather' is over it, ranked in recency windows
         found = [h.record_id for h in journal.keyword_search("weather", [ns_id], 5, ["fact"])]
         assert len(found) == 5
         assert set(found) <= set(facts[-20:])  # among the newest facts' window
-        # As ranking that window of the memories' index directly.
+        # As ranking that window of the memories' index directly: bm25's best over its newest 5 matches.
         match = sqlite_fts_query("weather")
         newest = [r[0] for r in journal._sql.all(
             f"SELECT rowid FROM {MEMORY_INDEX} WHERE {MEMORY_INDEX} MATCH ? ORDER BY rowid DESC LIMIT 5", (match,))]
@@ -121,8 +122,8 @@ def test_over_the_budget_a_memory_search_finds_memories_behind_newer_turns(tmp_p
             f"SELECT rowid FROM {MEMORY_INDEX} WHERE {MEMORY_INDEX} MATCH ? AND rowid >= ? "
             f"ORDER BY bm25({MEMORY_INDEX}, 1.0, 0.0), rowid DESC LIMIT 5", (match, newest[-1]))]
         assert found == expected
-        # A search of turns, or of every kind, still goes through every record's index.
-        assert len(journal.keyword_search("weather", [ns_id], 5, ["turn"])) == 5
+        # A search of turns goes through every record's index.
+        assert {h.record_id for h in journal.keyword_search("weather", [ns_id], 5, ["turn"])} <= set(turns)
     finally:
         journal.close()
 

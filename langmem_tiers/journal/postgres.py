@@ -259,7 +259,9 @@ def _v13_changes_nothing_here(db: Sql) -> None:
     """Schema version 13 gives SQLite a keyword index of the memories alone (sqlite.py's V13_SQL), so that a
     search of memories over the keyword budget counts, windows and ranks no turn. Not built here: this
     journal reads a term's newest matches by a backward walk of the primary key (``_newest_matches``), and
-    kept to memories that walk would pass every turn between them. Its memory searches rank as before."""
+    kept to memories that walk would pass every turn between them (the planner took that walk for a memories-
+    only query on a small table, as it does for every record's). So its memory searches rank as before: over
+    the budget, among the newest matches of every kind, and where those are all turns they find no memory."""
 
 
 MIGRATIONS: tuple[str | Callable[[Sql], None], ...] = (

@@ -355,10 +355,10 @@ END;
 # Schema version 13, a keyword index of the memories alone (every record that is not a turn, as
 # ``records_memories``). context()'s profile asks for the facts sharing a word with the question: over
 # the keyword budget it ranked the newest matches of its rarest word among every record and kept the
-# facts, so a history of turns made it rank windows of turns to find 64 facts (4.3 ms of 19.6 a call at
-# 1M messages in 10,000 sessions, a fact every 6 turns: BENCHMARKS.md, issue 15, session 53). Here the
-# same search ranks memories only. A record's kind never changes (no UPDATE of records sets it), so the
-# triggers test it once.
+# facts, so it ranked windows of turns to find 64 facts, and found none where the budget's newest matches
+# were all turns. Here the same search ranks memories only (1M messages in 10,000 sessions, a fact every
+# 6 turns: the keyword searches of a context() 6.2-6.5 -> 5.1-5.3 ms; BENCHMARKS.md, issue 15, session
+# 53). A record's kind never changes (no UPDATE of records sets it), so the triggers test it once.
 V13_SQL = """
 CREATE VIEW records_memory_fts_content AS
     SELECT id, coalesce(terms, text) AS text, scope_terms FROM records WHERE kind <> 'turn';

@@ -164,3 +164,17 @@ def test_an_erased_memory_leaves_no_term_in_the_memory_index_after_compact(tmp_p
         assert journal.keyword_search("garden", [keep], 3, ["fact"])  # the rest is intact
     finally:
         journal.close()
+
+
+def test_reindex_rebuilds_the_memory_index_too(tmp_path: Path) -> None:
+    journal = SqliteJournal(tmp_path / "journal.sqlite3")
+    try:
+        ns_id = journal.namespace_id(Namespace("s", "u")) or 0
+        [fact] = journal.add_records(ns_id, [NewRecord("fact", "owns a kayak")])
+        journal._sql.execute(f"INSERT INTO {MEMORY_INDEX} ({MEMORY_INDEX}) VALUES ('delete-all')")  # a lost index
+        assert _memory_matches(journal, "kayak") == set()
+        journal.requeue_all()  # what reindex() asks of the journal
+        assert _memory_matches(journal, "kayak") == {fact}
+        _check_indexes(journal)
+    finally:
+        journal.close()

@@ -72,8 +72,8 @@ class MemoryConfig:
             On by default (chosen by issue 19's ablation rule, BENCHMARKS.md); ``False`` fills the
             share with unrelated facts too (an always-on persona). Every keyed fact is considered;
             of the unkeyed ones (most of what the offline extractor keeps), the question's best
-            keyword matches and, to fill the share, the newest 200: a long history's older facts
-            reach the model through recall.
+            keyword matches and, to fill the share, the newest few hundred
+            (``context_flow.PROFILE_NEWEST``): a long history's older facts reach the model through recall.
         extract_memories: fold extraction into the summary call: the summarizer returns the
             user's facts and preferences with the summary (no extra call; offline, the
             extractive summarizer's detector does it), stored as keyed, superseding memories.

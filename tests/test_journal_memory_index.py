@@ -2,8 +2,7 @@
 
 A search of memory kinds over the keyword budget counts, windows and ranks the memories' own
 index, so the turns around them cost nothing and never crowd them out; within the budget it
-ranks as before. PostgreSQL keeps the same search to partial indexes of the memories
-(postgres.V13_SQL; tested in test_journal_keyword_budget).
+ranks as before. PostgreSQL has no such index (postgres._v13_changes_nothing_here).
 """
 
 from __future__ import annotations
@@ -104,7 +103,8 @@ def test_a_version_12_journal_migrates_with_its_memories_indexed(tmp_path: Path)
 
 def test_over_the_budget_a_memory_search_finds_memories_behind_newer_turns(tmp_path: Path) -> None:
     """Every record's index held the turns' matches first: the newest 20 'weather' matches were all turns,
-    and a search of facts over a budget of 20 found none of the facts said before them."""
+    and a search of facts over a budget of 20 found none of the facts said before them. (PostgreSQL still
+    does: postgres._v13_changes_nothing_here.)"""
     journal = SqliteJournal(tmp_path / "journal.sqlite3")
     try:
         ns_id = journal.namespace_id(Namespace("s", "u")) or 0

@@ -27,10 +27,9 @@ made every query containing it rank hundreds of thousands of records. The SQLite
 Counting journal-wide keeps the count cheap (counting in the scope makes FTS5 walk the scope's
 own term, one posting per record of the scope), at a price in a journal shared by many users:
 a large session in a much larger journal may drop terms its own matches would have afforded.
-A search of memories only (no turns among its kinds) does all of the above among the memories
-alone (schema v13: SQLite's second FTS5 index; PostgreSQL's partial GIN and id indexes): counts
-and windows never see a turn, so a fact said before a thousand turns holding the same word is
-still found.
+A search of memories only (no turns among its kinds) does all of the above in SQLite's index of
+the memories alone (schema v13): counts, windows and ranking never see a turn, so a fact said
+before a thousand turns holding the same word is still found.
 
 The PostgreSQL journal plans with the same functions; its dialect differs where its index does
 (``postgres._bounded_bm25``). A term is a lexeme (``to_tsquery``'s text, so two words of one

@@ -815,11 +815,10 @@ def _newest_matches(db: Sql, lexemes: Sequence[str], cap: int, memories: bool = 
     """Each lexeme's newest ``cap`` matches in the whole journal (among memories only, with ``memories``),
     newest first.
 
-    One backward walk of the primary key (of ``records_memory_ids``, the memories' ids, with
-    ``memories``) over the records matching any of the lexemes, read in chunks until each lexeme has
-    ``cap`` (or the journal ends): O(cap / the rarest one's frequency) rows, visited once. A walk per
-    lexeme visited the recent records once for each (two common words at 1M messages in 10,000
-    sessions: ~44 ms of a ~100 ms keyword search).
+    One backward walk of the primary key over the records matching any of the lexemes, read in
+    chunks until each lexeme has ``cap`` (or the journal ends): O(cap / the rarest one's frequency)
+    rows, visited once. A walk per lexeme visited the recent records once for each (two common words
+    at 1M messages in 10,000 sessions: ~44 ms of a ~100 ms keyword search).
     """
     found: dict[str, list[int]] = {x: [] for x in lexemes}
     tests = ", ".join("tsv @@ ?::tsquery" for _ in lexemes)

@@ -343,63 +343,6 @@ def test_a_kinds_filter_holds_over_the_budget(journal: Any) -> None:
     assert set(newest) <= {kayak_fact, *range(kayak_fact - 20, kayak_fact)}
 
 
-def test_over_the_budget_a_memory_search_finds_the_memories_behind_newer_turns(journal: Any) -> None:
-    """A search of memories counts and windows the memories' matches alone (schema v13): among every
-    record's, the newest 20 'weather' matches were all turns, and a search of facts found none."""
-    ns_id = journal.namespace_id(Namespace("s", "u")) or 0
-    facts = journal.add_records(ns_id, [NewRecord("fact", f"weather fact {i}") for i in range(30)])
-    turns = journal.add_records(ns_id, [NewRecord("turn", f"weather turn {i}") for i in range(60)])
-    found = _ids(journal, "weather", [ns_id], 5, kinds=["fact"], budget=20)  # 30 facts > 20: over the budget
-    assert len(found) == 5
-    assert set(found) <= set(facts[-20:])  # the newest facts' window
-    assert set(_ids(journal, "weather", [ns_id], 5, kinds=["turn"], budget=20)) <= set(turns)
-
-
-def test_postgres_keeps_a_memory_search_to_the_memories_indexes(request: pytest.FixtureRequest,
-                                                                tmp_path: Path) -> None:
-    """A memory search's count and newest matches read the memories' own indexes (schema v13), never every
-    record's GIN index nor a walk of every record's ids."""
-    from langmem_tiers.journal.postgres import _count_matches, _newest_matches
-
-    journal = _open("postgres", tmp_path, request)
-    try:
-        ns_id = journal.namespace_id(Namespace("s", "u")) or 0
-        journal.add_records(ns_id, [NewRecord("turn", f"quokka weather turn {i}") for i in range(300)])
-        journal.add_records(ns_id, [NewRecord("fact", f"garden fact {i}") for i in range(400)])
-        journal.add_records(ns_id, [NewRecord("fact", f"quokka fact {i}") for i in range(3)])
-        plans: list[str] = []
-
-        class Explained:  # keeps the plan of each statement the helpers send, then runs it
-            def __init__(self, db: Any) -> None:
-                self.db = db
-
-            def all(self, sql: str, args: Any) -> list[Any]:
-                plans.append(" | ".join(str(r[0]) for r in self.db.all(f"EXPLAIN {sql}", args)))
-                return list(self.db.all(sql, args))
-
-        with journal._txn() as db:
-            db.execute("ANALYZE records", ())  # as autovacuum would
-            db.execute("SET LOCAL enable_seqscan = off", ())  # a tiny table: show which index applies
-            terms = journal._query_terms("quokka", [ns_id])
-            counts, lexemes = _count_matches(Explained(db), terms, 21, memories=True)
-            newest = _newest_matches(Explained(db), lexemes, 21, memories=True)
-            every, _ = _count_matches(Explained(db), terms, 21)
-        memory_count, memory_newest, every_count = plans
-        assert "records_memory" not in every_count, every_count  # every record's count reads every record
-        assert [c.matches for c in counts] == [3]
-        assert len(newest[lexemes[0]]) == 3
-        assert [c.matches for c in every] == [21]  # every record's: capped
-        # Which of the memories' indexes counts is the planner's choice (on this small table: a walk of ids).
-        assert any(i in memory_count for i in ("records_memory_tsv", "records_memory_ids", "records_memories")), \
-            memory_count
-        assert "records_memory_ids" in memory_newest, memory_newest
-        for plan in (memory_count, memory_newest):
-            assert "records_tsv" not in plan, plan
-            assert "records_pkey" not in plan, plan
-    finally:
-        journal.close()
-
-
 def test_postgres_stop_words_only_find_nothing_bounded_or_not(request: pytest.FixtureRequest, tmp_path: Path) -> None:
     journal = _open("postgres", tmp_path, request)
     try:

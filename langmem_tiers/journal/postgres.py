@@ -255,21 +255,18 @@ def _v12_changes_nothing_here(db: Sql) -> None:
     moves would queue all of them on it."""
 
 
-# Schema version 13, the memories' own keyword index (as sqlite.py's V13_SQL): over every record that is
-# not a turn, a partial GIN index (their matches of a word) and a partial index of their ids (their newest
-# matches, walked backwards as records_pkey is for every record's). A search of memories over the keyword
-# budget counts and walks the memories' matches only (each query repeats the condition), so the turns'
-# matches never fill the budget: ranked among every record, the newest matches of a common word could all
-# be turns, and the search found no memory at all.
-V13_SQL = """
-CREATE INDEX records_memory_tsv ON records USING GIN (tsv) WHERE kind <> 'turn';
-CREATE INDEX records_memory_ids ON records (id) WHERE kind <> 'turn';
-"""
+def _v13_changes_nothing_here(db: Sql) -> None:
+    """Schema version 13 gives SQLite a keyword index of the memories alone (sqlite.py's V13_SQL), so that a
+    search of memories over the keyword budget counts, windows and ranks no turn. Not built here: this
+    journal reads a term's newest matches by a backward walk of the primary key (``_newest_matches``), and
+    kept to memories that walk would pass every turn between them (the planner took that walk for a memories-
+    only query on a small table, as it does for every record's). So its memory searches rank as before: over
+    the budget, among the newest matches of every kind, and where those are all turns they find no memory."""
 
 
 MIGRATIONS: tuple[str | Callable[[Sql], None], ...] = (
     *_OLD_MIGRATIONS, _migrate_to_v4, V5_SQL, V6_SQL, V7_SQL, V8_SQL, V9_SQL, V10_SQL, _v11_changes_nothing_here,
-    _v12_changes_nothing_here, V13_SQL)
+    _v12_changes_nothing_here, _v13_changes_nothing_here)
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 # The server's clock, in epoch seconds: leases and retry times of replicas on several hosts
@@ -753,9 +750,7 @@ def _bounded_bm25(db: Sql, terms: Sequence[tuple[str, str]], ns_ids: Sequence[in
     matches, can only afford the dropped words it counted whole), weighed as ``BM25_AT_LEAST``
     says when some matches were left unranked.
     """
-    # A search of memories only counts and walks the memories' matches alone (records_memory_tsv, schema v13).
-    memories = bool(kinds) and "turn" not in (kinds or ())
-    counts, lexemes = _count_matches(db, terms, budget + 1, memories)
+    counts, lexemes = _count_matches(db, terms, budget + 1)
     counts = [c for c in counts if c.matches > 0]  # as plan_terms: a term with no match finds nothing
     if not counts:
         return []  # stop words, or words the journal never held: nothing matches
@@ -763,7 +758,7 @@ def _bounded_bm25(db: Sql, terms: Sequence[tuple[str, str]], ns_ids: Sequence[in
     if min(c.matches for c in counts) > budget:
         # Every term that matches is over the budget: plan_terms picks the one whose newest matches
         # reach furthest back, which only a walk in id order tells (the counts above stop anywhere).
-        newest = _newest_matches(db, [c.term for c in counts], budget + 1, memories)
+        newest = _newest_matches(db, [c.term for c in counts], budget + 1)
         counts = [TermCount(x, len(ids), ids[-1]) for x, ids in newest.items()]
     plan = plan_terms(counts, budget)
     kept = [t for t, x in zip(terms, lexemes, strict=True) if x in plan.terms]
@@ -783,11 +778,9 @@ def _bounded_bm25(db: Sql, terms: Sequence[tuple[str, str]], ns_ids: Sequence[in
     return rows
 
 
-def _count_matches(db: Sql, terms: Sequence[tuple[str, str]], cap: int,
-                   memories: bool = False) -> tuple[list[TermCount], list[str]]:
-    """Each distinct lexeme's matches in the whole journal (among memories only, with ``memories``), counted
-    up to ``cap`` in no order; and each ``(config, word)`` pair's lexeme(s), as ``to_tsquery`` writes them
-    ('' for a stop word).
+def _count_matches(db: Sql, terms: Sequence[tuple[str, str]], cap: int) -> tuple[list[TermCount], list[str]]:
+    """Each distinct lexeme's matches in the whole journal, counted up to ``cap`` in no order; and
+    each ``(config, word)`` pair's lexeme(s), as ``to_tsquery`` writes them ('' for a stop word).
 
     In no order, the GIN bitmap is read until ``cap`` matches (2-3 ms for a word in 5% of
     100k records, against 9-14 ms for its newest ``cap`` by a backward walk of the primary key),
@@ -798,22 +791,19 @@ def _count_matches(db: Sql, terms: Sequence[tuple[str, str]], cap: int,
     growing with history, and walking other users' matches in a shared journal).
     """
     one = ("SELECT {i}, to_tsquery('{config}'::regconfig, ?)::text, count(*), coalesce(min(id), 0) FROM ("
-           "SELECT id FROM records WHERE tsv @@ to_tsquery('{config}'::regconfig, ?){memories} LIMIT ?) s{i}")
+           "SELECT id FROM records WHERE tsv @@ to_tsquery('{config}'::regconfig, ?) LIMIT ?) s{i}")
     args: list[Any] = []
     for _, word in terms:
         args += [ts_query("", [word]), ts_query("", [word]), cap]
-    only = _MEMORIES_ONLY if memories else ""
-    rows = db.all(" UNION ALL ".join(one.format(i=i, config=c, memories=only) for i, (c, _) in enumerate(terms)),
-                  args)
+    rows = db.all(" UNION ALL ".join(one.format(i=i, config=c) for i, (c, _) in enumerate(terms)), args)
     found = {int(r[0]): (str(r[1]), int(r[2]), int(r[3])) for r in rows}
     lexemes = [found[i][0] for i in range(len(terms))]
     counts = {x: TermCount(x, n, oldest) for x, n, oldest in (found[i] for i in range(len(terms))) if x}
     return list(counts.values()), lexemes
 
 
-def _newest_matches(db: Sql, lexemes: Sequence[str], cap: int, memories: bool = False) -> dict[str, list[int]]:
-    """Each lexeme's newest ``cap`` matches in the whole journal (among memories only, with ``memories``),
-    newest first.
+def _newest_matches(db: Sql, lexemes: Sequence[str], cap: int) -> dict[str, list[int]]:
+    """Each lexeme's newest ``cap`` matches in the whole journal, newest first.
 
     One backward walk of the primary key over the records matching any of the lexemes, read in
     chunks until each lexeme has ``cap`` (or the journal ends): O(cap / the rarest one's frequency)
@@ -826,7 +816,7 @@ def _newest_matches(db: Sql, lexemes: Sequence[str], cap: int, memories: bool = 
     chunk = cap * len(lexemes)
     below: list[int] = []
     while True:
-        rows = db.all(f"SELECT id, {tests} FROM records WHERE tsv @@ ({either}){_MEMORIES_ONLY if memories else ''}"
+        rows = db.all(f"SELECT id, {tests} FROM records WHERE tsv @@ ({either})"
                       f"{' AND id < ?' if below else ''} ORDER BY id DESC LIMIT ?", [*lexemes, *lexemes, *below, chunk])
         for row in rows:
             for x, holds in zip(lexemes, row[1:], strict=True):
@@ -835,10 +825,6 @@ def _newest_matches(db: Sql, lexemes: Sequence[str], cap: int, memories: bool = 
         if len(rows) < chunk or all(len(ids) >= cap for ids in found.values()):
             return found
         below = [int(rows[-1][0])]
-
-
-# The condition of records_memory_tsv (schema v13), repeated so that the planner can use it.
-_MEMORIES_ONLY = " AND kind <> 'turn'"
 
 
 def _rollback(conn: Conn, error: type[Exception]) -> None:

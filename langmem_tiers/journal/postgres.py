@@ -260,8 +260,13 @@ def _v13_changes_nothing_here(db: Sql) -> None:
     search of memories over the keyword budget counts, windows and ranks no turn. Not built here: this
     journal reads a term's newest matches by a backward walk of the primary key (``_newest_matches``), and
     kept to memories that walk would pass every turn between them (the planner took that walk for a memories-
-    only query on a small table, as it does for every record's). So its memory searches rank as before: over
-    the budget, among the newest matches of every kind, and where those are all turns they find no memory."""
+    only query on a small table, as it does for every record's). Tried with a partial index of the memories'
+    ids for that walk, beside a partial GIN index: the walk used it, but so did the scope listing's probe of
+    each session for a memory (``sql_journal._holds``), instead of ``records_memories`` (ns, kind), and at
+    100k records in 1,000 sessions the profile's search was 2.4-5 ms slower (it ranks every memory match
+    that fits the budget where it ranked windows of 500). Reverted. So its memory searches rank as before:
+    over the budget, among the newest matches of every kind, and where those are all turns they find no
+    memory (BENCHMARKS.md, issue 15, session 53)."""
 
 
 MIGRATIONS: tuple[str | Callable[[Sql], None], ...] = (

@@ -178,3 +178,31 @@ def test_reindex_rebuilds_the_memory_index_too(tmp_path: Path) -> None:
         _check_indexes(journal)
     finally:
         journal.close()
+
+
+def test_an_encrypted_version_12_journal_migrates_with_blind_tokens_indexed(tmp_path: Path) -> None:
+    """The migration's rebuild reads the indexed text through the view (``coalesce(terms, text)``): an
+    encrypted journal's memories are indexed by their blind tokens, never by plaintext or ciphertext."""
+    keyring = FolderKeyRing(tmp_path / "keys")
+    path = tmp_path / "journal.sqlite3"
+    journal = SqliteJournal(path, keyring=keyring)
+    ns_id = journal.namespace_id(Namespace("s", "u")) or 0
+    [fact] = journal.add_records(ns_id, [NewRecord("fact", "plays the violin")])
+    journal.close()
+    db = sqlite3.connect(path)
+    with db:  # back to version 12: no memory index
+        for trigger in ("records_memory_ai", "records_memory_ad", "records_memory_au"):
+            db.execute(f"DROP TRIGGER {trigger}")
+        db.execute(f"DROP TABLE {MEMORY_INDEX}")
+        db.execute("DROP VIEW records_memory_fts_content")
+        db.execute("UPDATE meta SET value = '12' WHERE key = 'schema_version'")
+    db.close()
+    journal = SqliteJournal(path, keyring=keyring)
+    try:
+        _check_indexes(journal)
+        assert _memory_matches(journal, "violin") == set()
+        tokens = journal._query_tokens("violin", [ns_id]) or []
+        assert tokens
+        assert _memory_matches(journal, tokens[0]) == {fact}
+    finally:
+        journal.close()

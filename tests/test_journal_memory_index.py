@@ -69,16 +69,20 @@ def test_an_encrypted_journal_indexes_its_memories_blind_tokens(tmp_path: Path) 
     journal = SqliteJournal(tmp_path / "journal.sqlite3", keyring=FolderKeyRing(tmp_path / "keys"))
     try:
         ns_id = journal.namespace_id(Namespace("s", "u")) or 0
-        turn, fact = journal.add_records(ns_id, [NewRecord("turn", "kayak trip"), NewRecord("fact", "kayak owner")])
+        turn, fact, other = journal.add_records(ns_id, [
+            NewRecord("turn", "kayak trip"), NewRecord("fact", "kayak owner"), NewRecord("fact", "a kayak of wood")])
         journal.update_record(fact, text="kayak and violin owner")
         _check_indexes(journal)
         assert _memory_matches(journal, "kayak") == set()  # plaintext words never reach the index
         tokens = journal._query_tokens("violin", [ns_id]) or []
         assert tokens
         assert _memory_matches(journal, tokens[0]) == {fact}
-        journal.keyword_budget = 1  # over the budget: the search goes through the memories' index
+        journal.keyword_budget = 1  # two facts > 1: over the budget, the search goes through the memories' index
         assert [h.record_id for h in journal.keyword_search("violin kayak", [ns_id], 5, ["fact"])] == [fact]
-        assert turn not in [h.record_id for h in journal.keyword_search("kayak", [ns_id], 5, ["fact"])]
+        kayaks = {h.record_id for h in journal.keyword_search("kayak", [ns_id], 5, ["fact"])}
+        assert turn not in kayaks
+        assert kayaks == {other}  # 'kayak' over the budget of 1: its newest match among the memories
+        assert len(journal._term_counts[MEMORY_INDEX]) > 0  # counted in the memories' index (tokens, not words)
     finally:
         journal.close()
 
@@ -130,8 +134,8 @@ def test_over_the_budget_a_memory_search_finds_memories_behind_newer_turns(tmp_p
 
 @pytest.mark.parametrize("kinds", [["fact"], ["fact", "preference"]])
 def test_within_the_budget_a_memory_search_ranks_as_before(tmp_path: Path, kinds: list[str]) -> None:
-    """Within the budget the search ranks every record's index, scored over the whole journal, exactly as
-    an unbounded search does (the evaluation's haystacks all stay here)."""
+    """Within the budget the search ranks every record's index, scored over the whole journal (bm25's weights
+    count the turns too), exactly as before schema v13 (the evaluation's haystacks all stay here)."""
     journal = SqliteJournal(tmp_path / "journal.sqlite3")
     rng = random.Random(3)
     try:
@@ -139,11 +143,14 @@ def test_within_the_budget_a_memory_search_ranks_as_before(tmp_path: Path, kinds
         journal.add_records(ns_id, [NewRecord(rng.choice(["turn", "fact", "preference"]),
                                               " ".join(rng.sample(WORDS, 3))) for _ in range(60)])
         assert journal.keyword_budget == KEYWORD_BUDGET
-        bounded = [(h.record_id, round(h.score, 9)) for h in journal.keyword_search("kayak tea", [ns_id], 8, kinds)]
-        journal.keyword_budget = None
-        unbounded = [(h.record_id, round(h.score, 9)) for h in journal.keyword_search("kayak tea", [ns_id], 8, kinds)]
-        assert bounded == unbounded
-        assert len(bounded) == 8
+        found = [(h.record_id, round(h.score, 9)) for h in journal.keyword_search("kayak tea", [ns_id], 8, kinds)]
+        members = ",".join("?" * len(kinds))
+        expected = [(r[0], round(-r[1], 9)) for r in journal._sql.all(
+            "SELECT r.id, bm25(records_fts, 1.0, 0.0) AS score FROM records_fts JOIN records r "
+            f"ON r.id = records_fts.rowid WHERE records_fts MATCH ? AND r.kind IN ({members}) "
+            "ORDER BY score, r.id DESC LIMIT 8", (sqlite_fts_query("kayak tea"), *kinds))]
+        assert found == expected
+        assert len(found) == 8
     finally:
         journal.close()
 

@@ -17,7 +17,7 @@ import pytest
 
 from langmem_tiers.journal.base import Namespace, NewRecord
 from langmem_tiers.journal.keyword_budget import TermCount, TermCounts
-from langmem_tiers.journal.sqlite import SqliteJournal
+from langmem_tiers.journal.sqlite import MEMORY_INDEX, SqliteJournal
 from tests.test_journal_contract import _sqlite_backend
 from tests.test_journal_keyword_budget import _ids
 
@@ -133,9 +133,11 @@ def test_a_delete_or_edit_by_another_connection_drops_the_held_counts(
 def test_erasing_a_session_drops_the_held_counts_at_once(filled: tuple[SqliteJournal, int, list[int]]) -> None:
     journal, ns_id, _ = filled
     _search(journal, ns_id)
+    journal._counts(journal._sql, ["apple"], BUDGET + 1, MEMORY_INDEX)  # as a memory search over the budget
     assert len(journal._term_counts["records_fts"]) == 2
+    assert len(journal._term_counts[MEMORY_INDEX]) == 1
     journal.delete_namespaces([ns_id])
-    assert len(journal._term_counts["records_fts"]) == 0
+    assert [len(counts) for counts in journal._term_counts.values()] == [0, 0]
 
 
 def test_a_version_11_journal_migrates_with_its_churn_counted_from_zero(tmp_path: Path) -> None:

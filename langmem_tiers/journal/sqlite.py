@@ -384,8 +384,9 @@ INSERT INTO records_memory_fts (records_memory_fts) VALUES ('rebuild');
 """
 
 # The keyword indexes: every record's, and the memories' alone (V13_SQL).
+RECORDS_INDEX = "records_fts"
 MEMORY_INDEX = "records_memory_fts"
-KEYWORD_INDEXES = ("records_fts", MEMORY_INDEX)
+KEYWORD_INDEXES = (RECORDS_INDEX, MEMORY_INDEX)
 
 MIGRATIONS: tuple[str | Callable[[Sql], None], ...] = (
     *_OLD_MIGRATIONS, _migrate_to_v4, V5_SQL, V6_SQL, V7_SQL, V8_SQL, V9_SQL, V10_SQL, V11_SQL, V12_SQL, V13_SQL)
@@ -811,7 +812,7 @@ class SqliteJournal(SqlJournal):
                 # As without a budget: FTS5 narrows by the scope's terms (few records: cheap).
                 match = fts_query("", ns_ids, terms)
                 return _hits(self._ranking(db, ns_ids)(db, match, ns_ids, k, kinds, 0) if match else [])
-            index = MEMORY_INDEX if kinds and "turn" not in kinds else "records_fts"
+            index = MEMORY_INDEX if kinds and "turn" not in kinds else RECORDS_INDEX
             ranked = self._ranking(db, ns_ids, index)
             counts = [c for c in self._counts(db, terms, budget + 1, index) if c.matches > 0]
             if not counts:
@@ -845,7 +846,7 @@ class SqliteJournal(SqlJournal):
             return _hits(rows)
 
     @staticmethod
-    def _newest_matches(db: Sql, match: str, below: int | None, limit: int, index: str = "records_fts") -> list[int]:
+    def _newest_matches(db: Sql, match: str, below: int | None, limit: int, index: str = RECORDS_INDEX) -> list[int]:
         """Ids of the ``limit`` newest records matching ``match`` in ``index`` under id ``below`` (``None``: any).
         Each recency window reads only the matches past the last one's (FTS5 seeks to the rowid bound): the
         first window, which most searches stop at, walks a quarter of the budget's postings, not all."""
@@ -857,7 +858,7 @@ class SqliteJournal(SqlJournal):
                           "ORDER BY rowid DESC LIMIT ?", (match, below, limit))
         return [int(r[0]) for r in rows]
 
-    def _counts(self, db: Sql, terms: Sequence[str], cap: int, index: str = "records_fts") -> list[TermCount]:
+    def _counts(self, db: Sql, terms: Sequence[str], cap: int, index: str = RECORDS_INDEX) -> list[TermCount]:
         """Each term's matches in the whole journal up to ``cap`` (:meth:`_count_matches`, in ``index``), through
         the counts held from earlier searches: a held count costs a seek to the matches appended since it was
         taken."""
@@ -898,7 +899,7 @@ class SqliteJournal(SqlJournal):
 
     @staticmethod
     def _count_matches(db: Sql, term: str, cap: int, above: int = 0, upto: int | None = None,
-                       index: str = "records_fts") -> TermCount:
+                       index: str = RECORDS_INDEX) -> TermCount:
         """A term's matches in ``index`` (the whole journal's) with ids in (``above``, ``upto``], newest first,
         counted up to ``cap`` (no ranking: cheap; FTS5 seeks to the bounds)."""
         sql = f"SELECT rowid FROM {index} WHERE {index} MATCH ? AND rowid > ?"
@@ -910,7 +911,7 @@ class SqliteJournal(SqlJournal):
         return TermCount(term, int(row[0]), int(row[1]))
 
     @staticmethod
-    def _ranking(db: Sql, ns_ids: Sequence[int], index: str = "records_fts") -> Ranker:
+    def _ranking(db: Sql, ns_ids: Sequence[int], index: str = RECORDS_INDEX) -> Ranker:
         """How to rank a keyword search of ``ns_ids`` in ``index``: ``(db, match, ns_ids, k, kinds, floor)`` to
         the ``k`` best matches by bm25 among records of ``ns_ids`` (of ``kinds``) with ids from ``floor`` on.
         Chosen once per search: a search over the budget ranks once per recency window.
@@ -928,11 +929,11 @@ class SqliteJournal(SqlJournal):
         # ones, read at the end of the primary key (counting 10,000 rows cost ~0.8 ms a search).
         journal_ns = int(db.one("SELECT coalesce(max(ns), 0) FROM namespaces")[0])
         way = SqliteJournal._ranked_streamed if 2 * len(ns_ids) >= journal_ns else SqliteJournal._ranked_joined
-        return way if index == "records_fts" else functools.partial(way, index=index)
+        return functools.partial(way, index=index)
 
     @staticmethod
     def _ranked_joined(db: Sql, match: str, ns_ids: Sequence[int], k: int, kinds: Sequence[str] | None,
-                       floor: int, index: str = "records_fts") -> list[Any]:
+                       floor: int, index: str = RECORDS_INDEX) -> list[Any]:
         """:meth:`_ranking`'s way for a scope holding a small part of the journal: every match joined, then ranked."""
         members, args = db.in_(list(ns_ids))
         sql = (f"SELECT r.id, bm25({index}, 1.0, 0.0) AS score FROM {index} "
@@ -949,7 +950,7 @@ class SqliteJournal(SqlJournal):
 
     @staticmethod
     def _ranked_streamed(db: Sql, match: str, ns_ids: Sequence[int], k: int, kinds: Sequence[str] | None,
-                         floor: int, index: str = "records_fts") -> list[Any]:
+                         floor: int, index: str = RECORDS_INDEX) -> list[Any]:
         """:meth:`_ranking`'s way for a scope that holds most of the journal: FTS5 ranks alone, the scope is tested
         on the best matches only."""
         sql = f"SELECT rowid, bm25({index}, 1.0, 0.0) AS score FROM {index} WHERE {index} MATCH ?"

@@ -98,8 +98,10 @@ def longmemeval_sessions(path: Path, haystacks: int) -> Sessions:
     return [s for s in out if s]
 
 
-def ingest(sessions: Sessions, embedder: LocalEmbedder, embedded_vectors: str | None = None) -> dict[str, Any]:
-    """Add every message through the API, flush per session; returns timings, the breakdown and the texts."""
+def ingest(sessions: Sessions, embedder: LocalEmbedder, embedded_vectors: str | None = None,
+           synchronous: str | None = None) -> dict[str, Any]:
+    """Add every message through the API, flush per session; returns timings, the breakdown and the texts.
+    ``synchronous``: the journal's SQLite setting instead of its default FULL (what durability costs)."""
     counters = Counters()
     embedded: list[list[str]] = []
     embed_spans: list[Interval] = []
@@ -130,6 +132,8 @@ def ingest(sessions: Sessions, embedder: LocalEmbedder, embedded_vectors: str | 
     records = 0
     with TieredMemory.open(folder, session_id="setup", user_id="u", config=config, embedder=embedder) as root:
         journal = root.journal
+        if synchronous is not None:
+            journal._db.execute(f"PRAGMA synchronous={synchronous}")  # type: ignore[attr-defined]
         counters.wrap_cm(journal, "write", "journal write transactions (add path)", undo)
         for attr in ("claim_outbox", "outbox_done", "records"):
             counters.wrap(journal, attr, "journal outbox/record reads (indexer)", undo)
@@ -255,7 +259,7 @@ def report(name: str, sessions: Sessions, embedder: LocalEmbedder, args: argpars
             legs.append("replay")
         for leg in legs:
             if leg == "ingest":
-                got = ingest(sessions, embedder, args.embedded_vectors)
+                got = ingest(sessions, embedder, args.embedded_vectors, args.synchronous)
                 got_calls = got.pop("embedded")
                 if not texts:  # the first ingest names the texts; the sweep runs once they are known
                     calls = got_calls
@@ -346,6 +350,9 @@ def main() -> None:
                         help="LocalEmbedder's runtime (auto: onnxruntime on the CPU)")
     parser.add_argument("--embedded-vectors", choices=["chroma", "sqlite"], default=None,
                         help="the embedded folder's vector store (MemoryConfig.embedded_vectors; default Chroma)")
+    parser.add_argument("--synchronous", choices=["FULL", "NORMAL"], default=None,
+                        help="the journal's SQLite synchronous setting (default FULL: each add() on disk before it "
+                             "returns); NORMAL shows what that durability costs ingest")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     if args.rounds < 1:
@@ -368,7 +375,7 @@ def main() -> None:
         rows.append(report(label, sessions, embedder, args))
     if args.json:
         meta = {"command": " ".join(sys.argv), "runtime": embedder.runtime, "torch_threads": torch.get_num_threads(),
-                "vector_store": args.embedded_vectors or "chroma",
+                "vector_store": args.embedded_vectors or "chroma", "synchronous": args.synchronous or "FULL",
                 "python": platform.python_version(), "torch": torch.__version__}
         args.json.write_text(json.dumps({"run": meta, "workloads": rows}, indent=2) + "\n")
 

@@ -263,8 +263,10 @@ def _v13_changes_nothing_here(db: Sql) -> None:
     only query on a small table, as it does for every record's). Tried with a partial index of the memories'
     ids for that walk, beside a partial GIN index: the walk used it, but so did the scope listing's probe of
     each session for a memory (``sql_journal._holds``), instead of ``records_memories`` (ns, kind), and at
-    100k records in 1,000 sessions the profile's search was 2.4-5 ms slower (it ranks every memory match
-    that fits the budget where it ranked windows of 500). Reverted. So its memory searches rank as before:
+    100k messages in 1,000 sessions the keyword searches of a context() took 17.8 ms against 14.5
+    (``benchmarks/scale.py --servers``, commit 0252237 against its parent): a memory search whose rarest
+    word's memory matches fit the budget ranks all of them, where it ranked windows of 500. Reverted. So its
+    memory searches rank as before:
     over the budget, among the newest matches of every kind, and where those are all turns they find no
     memory (BENCHMARKS.md, issue 15, session 53)."""
 

@@ -138,8 +138,9 @@ def test_when_every_term_is_over_the_budget_the_newest_matches_are_ranked(journa
     found = _ids(journal, "weather", [ns_id], 4, budget=20)
     assert len(found) == 4
     assert set(found) <= set(ids[-5:])
-    # The budget spent before k records pass the filters: what the newest 20 matches hold.
-    assert sorted(_ids(journal, "weather", [ns_id], 30, budget=20)) == ids[-10:]
+    # The journal's newest 20 matches hold 10 of the scope's, fewer than k: planned again on the
+    # scope's own matches (counted past 20 there too), its newest 20 are ranked.
+    assert sorted(_ids(journal, "weather", [ns_id], 30, budget=20)) == ids[-20:]
     facts = _ids(journal, "weather", [ns_id], 30, kinds=["fact"], budget=20)
     # Ten facts in the session: a scope within the budget, searched whole.
     assert sorted(facts) == [r for i, r in enumerate(ids) if i % 3 == 0]
@@ -175,12 +176,57 @@ def test_a_scope_of_more_sessions_than_many_ids_reads_exactly_its_own(journal: A
     fact = journal.add_records(sessions[7], [NewRecord("fact", "likes canoes")])[0]
     journal.add_records(other, [NewRecord("turn", "kayak trip of another user")])
     assert set(_ids(journal, "kayak trip", sessions, 10)) == set(kayak)
-    # Bounded (four matches journal-wide over a budget of 2): the newest two, one of them the other user's.
-    assert _ids(journal, "kayak trip", sessions, 10, budget=2) == [kayak[2]]
+    # Bounded (four matches journal-wide over a budget of 2): the newest two, one of them the other user's,
+    # hold one of the scope's; planned again on the scope's own three matches, its newest two.
+    assert sorted(_ids(journal, "kayak trip", sessions, 10, budget=2)) == kayak[1:]
     mixed = _ids(journal, "kayak trip", [*sessions[:3], other], 10)  # under MANY_IDS: ns = ANY(...)
     assert set(mixed) == {kayak[0], *_ids(journal, "kayak trip", [other], 10)}
     assert [r.id for r in journal.scoped_records(sessions, ["fact"])] == [fact]
     assert {r.id for r in journal.scoped_records(sessions)} == {*kayak, fact}
+
+
+def test_a_users_matches_older_than_another_users_are_still_found(journal: Any) -> None:
+    """The counts and recency windows are the journal's: in a journal shared by two users, the newest 20
+    'trip' matches were all Bob's, and Alice's search over the budget found none of her own. Fewer than k
+    found where the journal's matches left hers out: planned again on her scope's own matches."""
+    alice = journal.namespace_id(Namespace("s", "alice")) or 0
+    bob = journal.namespace_id(Namespace("s", "bob")) or 0
+    trips = journal.add_records(alice, [NewRecord("turn", f"my trip number {i}") for i in range(30)])
+    bobs = journal.add_records(bob, [NewRecord("turn", f"the trip again, {i}, to lisbon") for i in range(60)])
+    # Every term over the budget: her own newest matches, ranked in windows.
+    found = _ids(journal, "trip", [alice], 5, budget=20)
+    assert len(found) == 5
+    assert set(found) <= set(trips[-20:])
+    assert set(_ids(journal, "trip", [bob], 5, budget=20)) <= set(bobs)
+    # lisbon, Bob's word, fits the budget and is the rarest journal-wide; in Alice's scope it matches
+    # nothing, and her trip matches (counted past 20 there) are ranked by recency.
+    found = _ids(journal, "trip lisbon", [alice], 5, budget=20)
+    assert len(found) == 5
+    assert set(found) <= set(trips[-20:])
+    # A scope that holds fewer than k matches gets all of them, and nothing of Bob's.
+    few = journal.add_records(alice, [NewRecord("fact", f"a kayak fact {i}") for i in range(3)])
+    journal.add_records(bob, [NewRecord("turn", f"kayak talk {i}") for i in range(60)])
+    assert sorted(_ids(journal, "kayak", [alice], 10, budget=20)) == few
+    assert sorted(_ids(journal, "kayak", [alice], 10, kinds=["fact"], budget=2)) == few[1:]  # her newest two
+
+
+def test_a_memory_search_finds_memories_behind_newer_turns(journal: Any) -> None:
+    """The newest 20 'weather' matches were all turns, and a search of facts over a budget of 20 found none
+    of the 30 facts said before them (SQLite searches its memories' own index; PostgreSQL plans again on
+    the scope's own facts)."""
+    ns_id = journal.namespace_id(Namespace("s", "u")) or 0
+    facts = journal.add_records(ns_id, [NewRecord("fact", f"weather fact {i}") for i in range(30)])
+    turns = journal.add_records(ns_id, [NewRecord("turn", f"weather turn {i}") for i in range(60)])
+    found = _ids(journal, "weather", [ns_id], 5, kinds=["fact"], budget=20)
+    assert len(found) == 5
+    assert set(found) <= set(facts[-20:])
+    assert set(_ids(journal, "weather", [ns_id], 5, kinds=["turn"], budget=20)) <= set(turns)
+    # Behind newer memories of another kind too (SQLite's memories' index holds both kinds).
+    preferences = journal.add_records(ns_id, [NewRecord("preference", f"weather liked {i}") for i in range(60)])
+    found = _ids(journal, "weather", [ns_id], 5, kinds=["fact"], budget=20)
+    assert len(found) == 5
+    assert set(found) <= set(facts[-20:])
+    assert set(_ids(journal, "weather", [ns_id], 5, kinds=["preference"], budget=20)) <= set(preferences)
 
 
 def test_a_small_scope_in_a_large_journal_ranks_as_without_a_budget(journal: Any) -> None:
@@ -305,8 +351,10 @@ def test_sqlite_reads_the_newest_matches_only_as_far_as_the_windows_reach(
     real = SqliteJournal._newest_matches
     read: list[int] = []
 
-    def newest_matches(db: Any, match: str, below: int | None, limit: int, index: str = "records_fts") -> list[int]:
-        found = real(db, match, below, limit, index)
+    def newest_matches(db: Any, match: str, below: int | None, limit: int, index: str = "records_fts",
+                       scope: Any = None) -> list[int]:
+        assert scope is None  # found within the journal's newest matches: never planned again on the scope's
+        found = real(db, match, below, limit, index, scope)
         read.append(len(found))
         return found
 
@@ -417,6 +465,46 @@ def test_sqlite_ranks_a_scope_the_same_streamed_or_joined(tmp_path: Path) -> Non
         assert len(streamed) == 25
         assert journal_order.index(streamed[-1][0]) >= 64
         assert streamed == SqliteJournal._ranked_joined(db, kayak, namespaces[:1], 25, None, 0)
+    finally:
+        journal.close()
+
+
+def test_sqlite_plans_again_alike_narrowed_by_scope_terms_or_looked_up(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A search planned again on its scope's own matches walks them narrowed by FTS5's scope terms (up to
+    ``MAX_WALK_SCOPE_TERMS`` sessions) or looking each match up in records: the same rows either way, for
+    users who wrote before others, several kinds, k and budgets; and it was planned again (else this compares
+    nothing new)."""
+    import random
+
+    from langmem_tiers.journal import sqlite as sqlite_journal
+
+    journal = SqliteJournal(tmp_path / "journal.sqlite3")
+    try:
+        rng = random.Random(11)
+        words = ["kayak", "weather", "trip", "canoe", "lisbon"]
+        users: dict[str, list[int]] = {}
+        for s in range(24):  # four users, one after another, six sessions each
+            user = f"u{s // 6}"
+            ns_id = journal.namespace_id(Namespace(f"s{s}", user)) or 0
+            users.setdefault(user, []).append(ns_id)
+            journal.add_records(ns_id, [NewRecord("fact" if rng.random() < 0.25 else "turn",
+                                                  " ".join(rng.choices(words, k=4))) for _ in range(20)])
+        replans = []
+        real = sqlite_journal.crowded_out
+        monkeypatch.setattr(sqlite_journal, "crowded_out", lambda *a: replans.append(real(*a)) or replans[-1])
+        narrowing = sqlite_journal.MAX_WALK_SCOPE_TERMS
+        found = {}
+        for bound in (narrowing, 0):
+            monkeypatch.setattr(sqlite_journal, "MAX_WALK_SCOPE_TERMS", bound)
+            found[bound] = [_ids(journal, query, ns_ids, k, kinds, budget)
+                            for ids in users.values() for ns_ids in (ids, ids[::-1])
+                            for query in ("kayak", "weather trip", "lisbon canoe kayak")
+                            for k in (3, 12, 200) for kinds in (None, ["fact"], ["turn", "fact"])
+                            for budget in (15, 40)]
+        assert found[0] == found[narrowing]
+        assert sum(replans) >= 20
+        assert all(found[0])
     finally:
         journal.close()
 

@@ -107,8 +107,8 @@ def test_a_version_12_journal_migrates_with_its_memories_indexed(tmp_path: Path)
 
 def test_over_the_budget_a_memory_search_finds_memories_behind_newer_turns(tmp_path: Path) -> None:
     """Every record's index held the turns' matches first: the newest 20 'weather' matches were all turns,
-    and a search of facts over a budget of 20 found none of the facts said before them. (PostgreSQL still
-    does: postgres._v13_changes_nothing_here.)"""
+    and a search of facts over a budget of 20 found none of the facts said before them. (PostgreSQL plans
+    again on the scope's own facts instead: test_journal_keyword_budget.py.)"""
     journal = SqliteJournal(tmp_path / "journal.sqlite3")
     try:
         ns_id = journal.namespace_id(Namespace("s", "u")) or 0

@@ -26,7 +26,12 @@ made every query containing it rank hundreds of thousands of records. The SQLite
 
 Counting journal-wide keeps the count cheap (counting in the scope makes FTS5 walk the scope's
 own term, one posting per record of the scope), at a price in a journal shared by many users:
-a large session in a much larger journal may drop terms its own matches would have afforded.
+a large session in a much larger journal may drop terms its own matches would have afforded,
+and the newest matches of a word may all be other users' (or, for a search of some kinds, records
+of other kinds). Where that left the search with fewer than ``k`` records (:func:`crowded_out`),
+it plans again on the scope's own counts and newest matches: walks that pass the other scopes'
+matches one by one, so slower, and paid only then. A journal of one user searching all of its
+sessions never pays it.
 A search of memories only (no turns among its kinds) does all of the above in SQLite's index of
 the memories alone (schema v13): counts, windows and ranking never see a turn, so a fact said
 before a thousand turns holding the same word is still found.
@@ -58,6 +63,10 @@ KEYWORD_BUDGET = 2_000
 FIRST_WINDOW_SHARE = 4
 # Term counts a journal keeps between searches (:class:`TermCounts`: ~200 bytes each).
 COUNTS_KEPT = 4_096
+
+
+# A keyword search's scope as a journal filters it: its namespaces, and the kinds asked (``None``: every kind).
+ScopeFilter = tuple[Sequence[int], Sequence[str] | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +120,35 @@ def plan_terms(counts: Sequence[TermCount], budget: int | None) -> KeywordPlan:
         kept.append(i)
         total += counts[i].matches
     return KeywordPlan(tuple(counts[i].term for i in sorted(kept)))
+
+
+def crowded_out(plan: KeywordPlan, counts: Sequence[TermCount], walked: int, found: int, k: int) -> bool:
+    """Whether a search planned on journal-wide ``counts`` found fewer than ``k`` records (``found``) because
+    other scopes' matches, or other kinds', took the place of the scope's own: then it plans again on the
+    scope's own counts, which may keep terms (or reach matches) the journal's could not afford.
+
+    By recency (``walked``: how many of the kept term's newest matches the windows read), when the windows
+    read matches the scope's filter left out. Otherwise, when a term was dropped and a kept term has more
+    matches than were found (some of them lie outside the scope). Where every match was ranked, or the
+    scope's filter left none of them out, fewer than ``k`` is all there is.
+
+    Example:
+        >>> trip, lisbon = TermCount("trip", 21, 3), TermCount("lisbon", 4, 9)
+        >>> crowded_out(KeywordPlan(("trip",), recent=True), [trip], walked=20, found=0, k=5)
+        True
+        >>> crowded_out(KeywordPlan(("lisbon",)), [trip, lisbon], walked=0, found=1, k=5)
+        True
+        >>> crowded_out(KeywordPlan(("lisbon",)), [trip, lisbon], walked=0, found=4, k=5)
+        False
+        >>> crowded_out(KeywordPlan(("trip", "lisbon")), [trip, lisbon], walked=0, found=1, k=5)
+        False
+    """
+    if found >= k:
+        return False
+    if plan.recent:
+        return walked > found
+    kept = [c.matches for c in counts if c.term in plan.terms]
+    return len(kept) < len(counts) and found < max(kept)
 
 
 def recency_windows(budget: int) -> list[int]:

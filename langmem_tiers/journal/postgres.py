@@ -36,7 +36,7 @@ from langmem_tiers.journal.base import (
     search_terms,
 )
 from langmem_tiers.journal.encryption import ALGORITHM, META_KEY, FieldCipher, cipher_for
-from langmem_tiers.journal.keyword_budget import TermCount, plan_terms, recency_windows
+from langmem_tiers.journal.keyword_budget import ScopeFilter, TermCount, crowded_out, plan_terms, recency_windows
 from langmem_tiers.journal.sql_core import Sql, fold_nfc, scope_size
 from langmem_tiers.journal.sql_journal import ListingCache, SqlJournal, check_version, finish_migration
 from langmem_tiers.keyring import KeyRing
@@ -266,9 +266,8 @@ def _v13_changes_nothing_here(db: Sql) -> None:
     100k messages in 1,000 sessions the keyword searches of a context() took 17.8 ms against 14.5
     (``benchmarks/scale.py --servers``, commit 0252237 against its parent): a memory search whose rarest
     word's memory matches fit the budget ranks all of them, where it ranked windows of 500. Reverted. So its
-    memory searches rank as before:
-    over the budget, among the newest matches of every kind, and where those are all turns they find no
-    memory (BENCHMARKS.md, issue 15, session 53)."""
+    memory searches plan on every record's matches, and where newer turns took the memories' place they plan
+    again on the scope's own memories (``_bounded_bm25``, :func:`.keyword_budget.crowded_out`)."""
 
 
 MIGRATIONS: tuple[str | Callable[[Sql], None], ...] = (
@@ -558,6 +557,7 @@ class PostgresJournal(SqlJournal):
         term's matches (journal-wide, up to the budget: an upper bound of the scope's), and a
         query over the budget ranks the records holding its rarest terms, or the newest
         matches of its rarest term (:func:`_bounded_bm25`); every query word still scores them.
+        Where other scopes' matches left it short of ``k``, it plans again on the scope's own.
         """
         if not ns_ids or k <= 0:
             return []
@@ -755,39 +755,72 @@ def _bounded_bm25(db: Sql, terms: Sequence[tuple[str, str]], ns_ids: Sequence[in
     word none). The records ranked hold a kept term; every query word scores them (a dropped word
     costs a lookup in each ranked record's tsvector: FTS5, which weighs a phrase by all its
     matches, can only afford the dropped words it counted whole), weighed as ``BM25_AT_LEAST``
-    says when some matches were left unranked.
+    says when some matches were left unranked. Planned on the journal's counts first; where
+    :func:`crowded_out` says other scopes' matches (or other kinds') took the scope's place, again on
+    the scope's own (a memory search whose newest matches are all turns, or a user's whose are all
+    other users').
     """
     counts, lexemes = _count_matches(db, terms, budget + 1)
+    rows, crowded = _ranked_in_budget(db, terms, lexemes, counts, ns_ids, kinds, k, budget, None)
+    if crowded:
+        scope = (ns_ids, kinds)
+        counts, _ = _count_matches(db, terms, budget + 1, scope)
+        rows, _ = _ranked_in_budget(db, terms, lexemes, counts, ns_ids, kinds, k, budget, scope)
+    return rows
+
+
+def _ranked_in_budget(db: Sql, terms: Sequence[tuple[str, str]], lexemes: Sequence[str], counts: Sequence[TermCount],
+                      ns_ids: Sequence[int], kinds: Sequence[str] | None, k: int, budget: int,
+                      scope: ScopeFilter | None) -> tuple[list[Any], bool]:
+    """:func:`_bounded_bm25`'s ranking on ``counts`` (the journal's, or with ``scope`` the scope's own, whose
+    newest matches the recency windows then read); and whether :func:`crowded_out` says to plan again."""
     counts = [c for c in counts if c.matches > 0]  # as plan_terms: a term with no match finds nothing
     if not counts:
-        return []  # stop words, or words the journal never held: nothing matches
+        return [], False  # stop words, or words the journal never held: nothing matches
     newest: dict[str, list[int]] = {}
     if min(c.matches for c in counts) > budget:
         # Every term that matches is over the budget: plan_terms picks the one whose newest matches
         # reach furthest back, which only a walk in id order tells (the counts above stop anywhere).
-        newest = _newest_matches(db, [c.term for c in counts], budget + 1)
+        newest = _newest_matches(db, [c.term for c in counts], budget + 1, scope)
         counts = [TermCount(x, len(ids), ids[-1]) for x, ids in newest.items()]
     plan = plan_terms(counts, budget)
     kept = [t for t, x in zip(terms, lexemes, strict=True) if x in plan.terms]
     if not plan.recent and len(plan.terms) == len(counts):  # every term fits: as without a budget
-        return _bm25(db, terms, terms, ns_ids, kinds, k)
+        return _bm25(db, terms, terms, ns_ids, kinds, k), False
     # The kept terms' matches are all ranked, unless only the newest are.
     unranked = [c for c in counts if plan.recent or c.term not in plan.terms]
     counted = (unranked, sum(c.matches for c in counts))
     if not plan.recent:
-        return _bm25(db, kept, terms, ns_ids, kinds, k, counted=counted)
+        rows = _bm25(db, kept, terms, ns_ids, kinds, k, counted=counted)
+        return rows, crowded_out(plan, counts, 0, len(rows), k)
     ids = newest[plan.terms[0]][:budget]
-    rows: list[Any] = []
+    rows, walked = [], 0
     for window in recency_windows(budget):
-        rows = _bm25(db, kept, terms, ns_ids, kinds, k, ids[:window], counted)
-        if len(rows) >= k or window >= len(ids):
+        walked = min(window, len(ids))
+        rows = _bm25(db, kept, terms, ns_ids, kinds, k, ids[:walked], counted)
+        if len(rows) >= k or walked == len(ids):
             break
-    return rows
+    return rows, crowded_out(plan, counts, walked, len(rows), k)
 
 
-def _count_matches(db: Sql, terms: Sequence[tuple[str, str]], cap: int) -> tuple[list[TermCount], list[str]]:
-    """Each distinct lexeme's matches in the whole journal, counted up to ``cap`` in no order; and
-    each ``(config, word)`` pair's lexeme(s), as ``to_tsquery`` writes them ('' for a stop word).
+def _in_scope(db: Sql, scope: ScopeFilter | None) -> tuple[str, list[Any]]:
+    """The conditions (each led by ``AND``) that keep a statement on ``records`` to ``scope`` (its namespaces and
+    kinds; ``None``: the whole journal), and their arguments."""
+    if scope is None:
+        return "", []
+    ns_ids, kinds = scope
+    members, args = db.in_(list(ns_ids))
+    sql = f" AND ns {members}"
+    if kinds:
+        sql += " AND kind = ANY(?)"
+        args.append(list(kinds))
+    return sql, args
+
+
+def _count_matches(db: Sql, terms: Sequence[tuple[str, str]], cap: int,
+                   scope: ScopeFilter | None = None) -> tuple[list[TermCount], list[str]]:
+    """Each distinct lexeme's matches in the whole journal (or in ``scope``), counted up to ``cap`` in no order;
+    and each ``(config, word)`` pair's lexeme(s), as ``to_tsquery`` writes them ('' for a stop word).
 
     In no order, the GIN bitmap is read until ``cap`` matches (2-3 ms for a word in 5% of
     100k records, against 9-14 ms for its newest ``cap`` by a backward walk of the primary key),
@@ -795,13 +828,15 @@ def _count_matches(db: Sql, terms: Sequence[tuple[str, str]], cap: int) -> tuple
     :func:`plan_terms`, which reads it only to choose among terms over the budget (see
     :func:`_newest_matches`). Journal-wide, as SQLite counts: within the scope the namespace
     filter turns the count into a heap visit of every match (2-3x slower at 100k records,
-    growing with history, and walking other users' matches in a shared journal).
+    growing with history, and walking other users' matches in a shared journal), paid only when
+    the journal's counts left the scope short (:func:`crowded_out`).
     """
+    where, where_args = _in_scope(db, scope)
     one = ("SELECT {i}, to_tsquery('{config}'::regconfig, ?)::text, count(*), coalesce(min(id), 0) FROM ("
-           "SELECT id FROM records WHERE tsv @@ to_tsquery('{config}'::regconfig, ?) LIMIT ?) s{i}")
+           "SELECT id FROM records WHERE tsv @@ to_tsquery('{config}'::regconfig, ?)" + where + " LIMIT ?) s{i}")
     args: list[Any] = []
     for _, word in terms:
-        args += [ts_query("", [word]), ts_query("", [word]), cap]
+        args += [ts_query("", [word]), ts_query("", [word]), *where_args, cap]
     rows = db.all(" UNION ALL ".join(one.format(i=i, config=c) for i, (c, _) in enumerate(terms)), args)
     found = {int(r[0]): (str(r[1]), int(r[2]), int(r[3])) for r in rows}
     lexemes = [found[i][0] for i in range(len(terms))]
@@ -809,8 +844,9 @@ def _count_matches(db: Sql, terms: Sequence[tuple[str, str]], cap: int) -> tuple
     return list(counts.values()), lexemes
 
 
-def _newest_matches(db: Sql, lexemes: Sequence[str], cap: int) -> dict[str, list[int]]:
-    """Each lexeme's newest ``cap`` matches in the whole journal, newest first.
+def _newest_matches(db: Sql, lexemes: Sequence[str], cap: int,
+                    scope: ScopeFilter | None = None) -> dict[str, list[int]]:
+    """Each lexeme's newest ``cap`` matches in the whole journal (or in ``scope``), newest first.
 
     One backward walk of the primary key over the records matching any of the lexemes, read in
     chunks until each lexeme has ``cap`` (or the journal ends): O(cap / the rarest one's frequency)
@@ -820,11 +856,13 @@ def _newest_matches(db: Sql, lexemes: Sequence[str], cap: int) -> dict[str, list
     found: dict[str, list[int]] = {x: [] for x in lexemes}
     tests = ", ".join("tsv @@ ?::tsquery" for _ in lexemes)
     either = " || ".join("?::tsquery" for _ in lexemes)
+    where, where_args = _in_scope(db, scope)
     chunk = cap * len(lexemes)
     below: list[int] = []
     while True:
-        rows = db.all(f"SELECT id, {tests} FROM records WHERE tsv @@ ({either})"
-                      f"{' AND id < ?' if below else ''} ORDER BY id DESC LIMIT ?", [*lexemes, *lexemes, *below, chunk])
+        rows = db.all(f"SELECT id, {tests} FROM records WHERE tsv @@ ({either}){where}"
+                      f"{' AND id < ?' if below else ''} ORDER BY id DESC LIMIT ?",
+                      [*lexemes, *lexemes, *where_args, *below, chunk])
         for row in rows:
             for x, holds in zip(lexemes, row[1:], strict=True):
                 if holds and len(found[x]) < cap:

@@ -37,7 +37,15 @@ from langmem_tiers.journal.base import (
     search_terms,
 )
 from langmem_tiers.journal.encryption import ALGORITHM, META_KEY, FieldCipher, RowCodec, cipher_for
-from langmem_tiers.journal.keyword_budget import TermCount, TermCounts, counted_since, plan_terms, recency_windows
+from langmem_tiers.journal.keyword_budget import (
+    ScopeFilter,
+    TermCount,
+    TermCounts,
+    counted_since,
+    crowded_out,
+    plan_terms,
+    recency_windows,
+)
 from langmem_tiers.journal.sql_core import Sql, fold_nfc, scope_size
 from langmem_tiers.journal.sql_journal import ListingCache, SqlJournal, check_version, finish_migration
 from langmem_tiers.keyring import KeyRing
@@ -420,6 +428,13 @@ def enable_wal(db: sqlite3.Connection, timeout_s: float) -> None:
 
 # Up to this many namespaces, FTS5 itself narrows the search by their scope terms.
 MAX_SCOPE_TERMS = 64
+# A search planned again on its scope's own matches (keyword_budget.crowded_out) walks them newest first; up to
+# this many namespaces FTS5 narrows the walk by their scope terms, past it each match is looked up in records.
+# The first costs about what the scope's terms hold, the second what the journal's matches of the word hold: at
+# 1M records of 50 users, counting a word's matches in 200 sessions took 3.8 ms narrowed against 13.8 looked
+# up, in 1,000 sessions 22.5 against 14.3 (``benchmarks/shared_journal.py --walk-probe``). A bound between the
+# two; in a larger journal the crossing moves up (the lookups grow with it, the narrowing does not).
+MAX_WALK_SCOPE_TERMS = 256
 
 
 def fts_query(text: str, ns_ids: Sequence[int] = (), tokens: Sequence[str] | None = None) -> str | None:
@@ -441,9 +456,15 @@ def fts_query(text: str, ns_ids: Sequence[int] = (), tokens: Sequence[str] | Non
     if not words:
         return None
     if ns_ids and len(ns_ids) <= MAX_SCOPE_TERMS:
-        scopes = " OR ".join(f'"s{int(n)}"' for n in ns_ids)
-        return f"scope_terms : ({scopes}) AND text : ({words})"
+        return narrowed(f"text : ({words})", ns_ids)
     return f"text : ({words})"
+
+
+def narrowed(match: str, ns_ids: Sequence[int]) -> str:
+    """``match`` (of the ``text`` column) required to hold one of ``ns_ids``' scope terms too: FTS5 walks only their
+    records' matches. Their column weighs nothing in bm25, so the scores are those of ``match`` alone."""
+    scopes = " OR ".join(f'"s{int(n)}"' for n in ns_ids)
+    return f"scope_terms : ({scopes}) AND {match}"
 
 
 def read_only_uri(path: Path, folder_writable: bool) -> str:
@@ -799,6 +820,8 @@ class SqliteJournal(SqlJournal):
         budget, a search of memories only (``kinds`` without ``"turn"``) does all of that in the
         memories' own index (schema v13): their matches are counted, windowed and ranked without
         the turns around them. Within the budget it ranks as it always did, in every record's index.
+        Where the journal's counts and windows left it short of ``k`` because other scopes' matches
+        (or other kinds') took its place, it plans again on the scope's own (:func:`crowded_out`).
         """
         if not ns_ids or k <= 0:
             return []
@@ -815,48 +838,69 @@ class SqliteJournal(SqlJournal):
             index = MEMORY_INDEX if kinds and "turn" not in kinds else RECORDS_INDEX
             ranked = self._ranking(db, ns_ids, index)
             counts = [c for c in self._counts(db, terms, budget + 1, index) if c.matches > 0]
-            if not counts:
-                return []  # words the journal never held: nothing matches (as PostgreSQL's _bounded_bm25)
-            plan = plan_terms(counts, budget)
-            # A large scope: the terms' matches counted journal-wide (at most the budget) are the
-            # rows ranked. FTS5 walking the scope's own term (every record of the scope) would cost
-            # more than the join that filters the matches, and it never changes a score.
-            kept = fts_query("", (), plan.terms)
-            if kept is None:
-                return []
-            # The rows are those holding a kept term; the dropped terms whose matches were all
-            # counted (at most the budget each) score them too: bm25 sums the phrases of "kept AND
-            # scoring" (a kept term counts twice), which orders them closer to the unbounded search
-            # (benchmarks/sql_layer_cost.py --keyword-scale). A term over the budget never scores:
-            # FTS5's bm25 counts every match of each phrase for its weight, O(its matches).
-            scoring = fts_query("", (), [c.term for c in counts if c.matches <= budget])
-            match = kept if scoring in (None, kept) else f"{kept} AND {scoring}"
-            if not plan.recent:  # every term when they fit: the same hits as without a budget
-                return _hits(ranked(db, match, ns_ids, k, kinds, 0))
-            newest: list[int] = []  # the kept term's newest matches, read as far as the windows reach
-            rows: list[Any] = []
-            for window in recency_windows(budget):
-                more = self._newest_matches(db, kept, newest[-1] if newest else None, window - len(newest), index)
-                if not more:
-                    break  # the last window held every match: ranking it again finds the same rows
-                newest += more
-                rows = ranked(db, match, ns_ids, k, kinds, newest[-1])
-                if len(rows) >= k or len(newest) < window:
-                    break
+            rows, crowded = self._ranked_in_budget(db, ranked, counts, ns_ids, k, kinds, budget, index, None)
+            if crowded:
+                # The counts and windows above are the journal's: other users' or sessions' matches (or
+                # records of other kinds) filled them, so this scope found fewer than k where it holds
+                # more. Plan again on the scope's own matches (walks that pass the others': slower, and
+                # only here).
+                scope = (ns_ids, kinds)
+                counts = [c for c in (self._count_matches(db, t, budget + 1, index=index, scope=scope) for t in terms)
+                          if c.matches > 0]
+                rows, _ = self._ranked_in_budget(db, ranked, counts, ns_ids, k, kinds, budget, index, scope)
             return _hits(rows)
 
+    def _ranked_in_budget(self, db: Sql, ranked: Ranker, counts: Sequence[TermCount], ns_ids: Sequence[int], k: int,
+                          kinds: Sequence[str] | None, budget: int, index: str,
+                          scope: ScopeFilter | None) -> tuple[list[Any], bool]:
+        """The rows of a scope over the budget, ranked as :func:`plan_terms` decides on ``counts`` (each term's
+        matches, up to the budget + 1: the journal's, or with ``scope`` the scope's own, whose newest matches the
+        recency windows then read); and whether :func:`crowded_out` says to plan again on the scope's own."""
+        if not counts:
+            return [], False  # words the journal never held: nothing matches (as PostgreSQL's _bounded_bm25)
+        plan = plan_terms(counts, budget)
+        # A large scope: the terms' matches counted (at most the budget) are the rows ranked. FTS5 walking
+        # the scope's own term (every record of the scope) would cost more than the join that filters the
+        # matches, and it never changes a score.
+        kept = fts_query("", (), plan.terms)
+        if kept is None:
+            return [], False
+        # The rows are those holding a kept term; the dropped terms whose matches were all
+        # counted (at most the budget each) score them too: bm25 sums the phrases of "kept AND
+        # scoring" (a kept term counts twice), which orders them closer to the unbounded search
+        # (benchmarks/sql_layer_cost.py --keyword-scale). A term over the budget never scores:
+        # FTS5's bm25 counts every match of each phrase for its weight, O(its matches).
+        scoring = fts_query("", (), [c.term for c in counts if c.matches <= budget])
+        match = kept if scoring in (None, kept) else f"{kept} AND {scoring}"
+        if scope is not None and len(ns_ids) <= MAX_WALK_SCOPE_TERMS:
+            match = narrowed(match, ns_ids)  # planned again on the scope's own: rank only its matches
+        if not plan.recent:  # every term when they fit: the same hits as without a budget
+            rows = ranked(db, match, ns_ids, k, kinds, 0)
+            return rows, crowded_out(plan, counts, 0, len(rows), k)
+        newest: list[int] = []  # the kept term's newest matches, read as far as the windows reach
+        rows = []
+        for window in recency_windows(budget):
+            more = self._newest_matches(db, kept, newest[-1] if newest else None, window - len(newest), index, scope)
+            if not more:
+                break  # the last window held every match: ranking it again finds the same rows
+            newest += more
+            rows = ranked(db, match, ns_ids, k, kinds, newest[-1])
+            if len(rows) >= k or len(newest) < window:
+                break
+        return rows, crowded_out(plan, counts, len(newest), len(rows), k)
+
     @staticmethod
-    def _newest_matches(db: Sql, match: str, below: int | None, limit: int, index: str = RECORDS_INDEX) -> list[int]:
-        """Ids of the ``limit`` newest records matching ``match`` in ``index`` under id ``below`` (``None``: any).
-        Each recency window reads only the matches past the last one's (FTS5 seeks to the rowid bound): the
-        first window, which most searches stop at, walks a quarter of the budget's postings, not all."""
-        if below is None:
-            rows = db.all(f"SELECT rowid FROM {index} WHERE {index} MATCH ? ORDER BY rowid DESC LIMIT ?",
-                          (match, limit))
-        else:
-            rows = db.all(f"SELECT rowid FROM {index} WHERE {index} MATCH ? AND rowid < ? "
-                          "ORDER BY rowid DESC LIMIT ?", (match, below, limit))
-        return [int(r[0]) for r in rows]
+    def _newest_matches(db: Sql, match: str, below: int | None, limit: int, index: str = RECORDS_INDEX,
+                        scope: ScopeFilter | None = None) -> list[int]:
+        """Ids of the ``limit`` newest records matching ``match`` in ``index`` under id ``below`` (``None``: any),
+        of the whole journal or of ``scope`` (its namespaces and kinds). Each recency window reads only the matches
+        past the last one's (FTS5 seeks to the rowid bound): the first window, which most searches stop at, walks a
+        quarter of the budget's postings, not all."""
+        sql, args = _matching(db, match, index, scope)
+        if below is not None:
+            sql += f" AND {index}.rowid < ?"
+            args.append(below)
+        return [int(r[0]) for r in db.all(f"{sql} ORDER BY {index}.rowid DESC LIMIT ?", [*args, limit])]
 
     def _counts(self, db: Sql, terms: Sequence[str], cap: int, index: str = RECORDS_INDEX) -> list[TermCount]:
         """Each term's matches in the whole journal up to ``cap`` (:meth:`_count_matches`, in ``index``), through
@@ -899,15 +943,20 @@ class SqliteJournal(SqlJournal):
 
     @staticmethod
     def _count_matches(db: Sql, term: str, cap: int, above: int = 0, upto: int | None = None,
-                       index: str = RECORDS_INDEX) -> TermCount:
-        """A term's matches in ``index`` (the whole journal's) with ids in (``above``, ``upto``], newest first,
-        counted up to ``cap`` (no ranking: cheap; FTS5 seeks to the bounds)."""
-        sql = f"SELECT rowid FROM {index} WHERE {index} MATCH ? AND rowid > ?"
-        args: list[Any] = [fts_query("", (), [term]), above]
+                       index: str = RECORDS_INDEX, scope: ScopeFilter | None = None) -> TermCount:
+        """A term's matches in ``index`` (the whole journal's, or ``scope``'s) with ids in (``above``, ``upto``],
+        newest first, counted up to ``cap`` (no ranking: cheap; FTS5 seeks to the bounds)."""
+        match = fts_query("", (), [term])
+        if match is None:
+            return TermCount(term, 0, 0)  # no word to search: matches nothing
+        sql, args = _matching(db, match, index, scope)
+        sql += f" AND {index}.rowid > ?"
+        args.append(above)
         if upto is not None:
-            sql += " AND rowid <= ?"
+            sql += f" AND {index}.rowid <= ?"
             args.append(upto)
-        row = db.one(f"SELECT count(*), coalesce(min(rowid), 0) FROM ({sql} ORDER BY rowid DESC LIMIT ?)", [*args, cap])
+        row = db.one(f"SELECT count(*), coalesce(min(id), 0) FROM ({sql} ORDER BY {index}.rowid DESC LIMIT ?)",
+                     [*args, cap])
         return TermCount(term, int(row[0]), int(row[1]))
 
     @staticmethod
@@ -1060,6 +1109,27 @@ class SqliteJournal(SqlJournal):
             if self._db is not None:
                 self._db.close()
                 self._db = None  # type: ignore[assignment]
+
+
+def _matching(db: Sql, match: str, index: str, scope: ScopeFilter | None) -> tuple[str, list[Any]]:
+    """``SELECT`` of the ids (``id``) of ``index``'s records matching ``match``, in ``scope`` when given (its
+    namespaces and kinds, looked up by id: FTS5 drives, in rowid order), and its arguments; conditions on
+    ``{index}.rowid`` may follow."""
+    if scope is None:
+        return f"SELECT {index}.rowid AS id FROM {index} WHERE {index} MATCH ?", [match]
+    ns_ids, kinds = scope
+    if len(ns_ids) <= MAX_WALK_SCOPE_TERMS:
+        match = narrowed(match, ns_ids)  # the lookups below then only confirm (and test the kinds)
+    members, args = db.in_(list(ns_ids))
+    # CROSS JOIN keeps FTS5 outside: SQLite would otherwise walk every record of the scope's namespaces.
+    sql = (f"SELECT {index}.rowid AS id FROM {index} CROSS JOIN records r ON r.id = {index}.rowid "
+           f"WHERE {index} MATCH ? AND r.ns {members}")
+    args = [match, *args]
+    if kinds:
+        kind_members, kind_args = db.in_(list(kinds))
+        sql += f" AND r.kind {kind_members}"
+        args += kind_args
+    return sql, args
 
 
 def _hits(rows: Sequence[Any]) -> list[KeywordHit]:

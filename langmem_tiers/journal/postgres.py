@@ -683,7 +683,7 @@ class PostgresJournal(SqlJournal):
 BM25_SQL = """
 WITH hit AS MATERIALIZED (
     SELECT r.id, r.tsv, length(r.tsv)::float8 AS dl FROM records r, (SELECT {match}) AS q(query)
-    WHERE r.tsv @@ q.query AND r.ns {members}{kinds}),
+    WHERE r.tsv @@ q.query{scope}),
 term AS MATERIALIZED (
     SELECT DISTINCT ON (q::text) q::text AS lexeme, q
     FROM (SELECT to_tsquery(t.config::regconfig, t.word) AS q FROM unnest(?::text[], ?::text[]) AS t(config, word)) w
@@ -729,22 +729,32 @@ def _bm25(db: Sql, matched: Sequence[tuple[str, str]], scoring: Sequence[tuple[s
             args.append(text)
     if not parts:
         return []
-    kind_filter = ""
-    members, member_args = db.in_(list(ns_ids))
-    args += member_args
-    if kinds:
-        kind_filter = " AND r.kind = ANY(?)"
-        args.append(list(kinds))
     if ids is not None:
-        kind_filter += " AND r.id = ANY(?)"
+        # A recency window: its ids kept to the scope first, read by primary key and tested here. Named beside
+        # them, a scope of many sessions got a plan that compared each hit's namespace with every one of the
+        # scope's (2,000 sessions, a window of 500: 60 ms of a 64 ms statement; BENCHMARKS.md, session 54).
+        ids = _within_scope(db, ids, ns_ids, kinds)
+        if not ids:
+            return []
+        scope = " AND r.id = ANY(?)"
         args.append(list(ids))
+    else:
+        scope, scope_args = _in_scope(db, (ns_ids, kinds), "r.")
+        args += scope_args
     args += [[c for c, _ in scoring], [ts_query("", [w]) for _, w in scoring]]
     weights = BM25_AMONG_HITS
     if counted is not None:
         weights = BM25_AT_LEAST
         args += [[c.term for c in counted[0]], [float(c.matches) for c in counted[0]], float(counted[1])]
-    return db.all(BM25_SQL.format(match=" || ".join(parts), members=members, kinds=kind_filter, **weights),
-                  [*args, k])
+    return db.all(BM25_SQL.format(match=" || ".join(parts), scope=scope, **weights), [*args, k])
+
+
+def _within_scope(db: Sql, ids: Sequence[int], ns_ids: Sequence[int], kinds: Sequence[str] | None) -> list[int]:
+    """Those of ``ids`` whose records are in ``ns_ids`` (and of ``kinds``), in their order."""
+    sessions, wanted = set(ns_ids), set(kinds) if kinds else None
+    inside = {int(r[0]) for r in db.all("SELECT id, ns, kind FROM records WHERE id = ANY(?)", [list(ids)])
+              if int(r[1]) in sessions and (wanted is None or r[2] in wanted)}
+    return [i for i in ids if i in inside]
 
 
 def _bounded_bm25(db: Sql, terms: Sequence[tuple[str, str]], ns_ids: Sequence[int], kinds: Sequence[str] | None,
@@ -803,16 +813,16 @@ def _ranked_in_budget(db: Sql, terms: Sequence[tuple[str, str]], lexemes: Sequen
     return rows, crowded_out(plan, counts, walked, len(rows), k)
 
 
-def _in_scope(db: Sql, scope: ScopeFilter | None) -> tuple[str, list[Any]]:
-    """The conditions (each led by ``AND``) that keep a statement on ``records`` to ``scope`` (its namespaces and
-    kinds; ``None``: the whole journal), and their arguments."""
+def _in_scope(db: Sql, scope: ScopeFilter | None, table: str = "") -> tuple[str, list[Any]]:
+    """The conditions (each led by ``AND``) that keep a statement on ``records`` (named ``table``, as ``"r."``) to
+    ``scope`` (its namespaces and kinds; ``None``: the whole journal), and their arguments."""
     if scope is None:
         return "", []
     ns_ids, kinds = scope
     members, args = db.in_(list(ns_ids))
-    sql = f" AND ns {members}"
+    sql = f" AND {table}ns {members}"
     if kinds:
-        sql += " AND kind = ANY(?)"
+        sql += f" AND {table}kind = ANY(?)"
         args.append(list(kinds))
     return sql, args
 

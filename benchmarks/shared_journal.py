@@ -17,7 +17,7 @@ where the unbounded one found k, the searches planned again on the scope's own m
 (``keyword_budget.crowded_out``; absent in trees before it), and the budgeted search's p50 / p95 ms. The
 unbounded search's time is printed beside it, not a target. Before/after: run each tree's copy of the
 package with ``PYTHONPATH``. ``--walk-probe`` times instead how a search planned again walks its scope's
-matches on SQLite (``MAX_WALK_SCOPE_TERMS``).
+matches on SQLite (``MAX_SCOPE_TERMS``).
 """
 
 from __future__ import annotations
@@ -123,7 +123,7 @@ def measure(journal: Any, by_user: dict[str, list[int]], queries: list[str], k: 
 def walk_probe(journal: SqliteJournal, by_user: dict[str, list[int]], words: list[str]) -> list[dict[str, Any]]:
     """SQLite: a word's matches in the first N sessions (in write order), counted up to the budget + 1 as a
     search planned again counts them, narrowed by FTS5's scope terms and looked up in records, each forced
-    (``sqlite.MAX_WALK_SCOPE_TERMS``); the two must agree."""
+    (``sqlite.MAX_SCOPE_TERMS``); the two must agree."""
     sessions = [n for ns_ids in by_user.values() for n in ns_ids]
     cap = (journal.keyword_budget or 0) + 1
     rows = []
@@ -133,7 +133,7 @@ def walk_probe(journal: SqliteJournal, by_user: dict[str, list[int]], words: lis
         for word in words:
             counts = []
             for way, bound in (("narrowed", size), ("looked_up", 0)):
-                sqlite_module.MAX_WALK_SCOPE_TERMS = bound  # type: ignore[attr-defined]
+                sqlite_module.MAX_SCOPE_TERMS = bound  # type: ignore[attr-defined]
                 t = time.perf_counter()
                 counts.append(SqliteJournal._count_matches(journal._sql, word, cap, scope=scope))
                 took[way].append((time.perf_counter() - t) * 1000)
@@ -154,7 +154,7 @@ def main() -> None:
     parser.add_argument("--postgres", action="store_true", help="a throwaway PostgreSQL server instead of SQLite")
     parser.add_argument("--walk-probe", action="store_true",
                         help="SQLite: instead of the searches, time counting a word's matches in the first N "
-                             "sessions narrowed by scope terms and looked up (MAX_WALK_SCOPE_TERMS)")
+                             "sessions narrowed by scope terms and looked up (MAX_SCOPE_TERMS)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     if args.walk_probe and args.postgres:

@@ -469,12 +469,12 @@ def test_sqlite_ranks_a_scope_the_same_streamed_or_joined(tmp_path: Path) -> Non
         journal.close()
 
 
-def test_sqlite_plans_again_alike_narrowed_by_scope_terms_or_looked_up(tmp_path: Path,
-                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    """A search planned again on its scope's own matches walks them narrowed by FTS5's scope terms (up to
-    ``MAX_WALK_SCOPE_TERMS`` sessions) or looking each match up in records: the same rows either way, for
-    users who wrote before others, several kinds, k and budgets; and it was planned again (else this compares
-    nothing new)."""
+def test_sqlite_searches_alike_narrowed_by_scope_terms_or_looked_up(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A search narrows its matches by FTS5's scope terms (up to ``MAX_SCOPE_TERMS`` sessions) or looks each
+    match up in records: the same rows either way, within the budget (200: every user's 120 records) and
+    planned again on the scope's own matches over it (15, 40), for users who wrote before others, several
+    kinds and k; and searches were planned again (else this compares nothing new)."""
     import random
 
     from langmem_tiers.journal import sqlite as sqlite_journal
@@ -493,15 +493,15 @@ def test_sqlite_plans_again_alike_narrowed_by_scope_terms_or_looked_up(tmp_path:
         replans = []
         real = sqlite_journal.crowded_out
         monkeypatch.setattr(sqlite_journal, "crowded_out", lambda *a: replans.append(real(*a)) or replans[-1])
-        narrowing = sqlite_journal.MAX_WALK_SCOPE_TERMS
+        narrowing = sqlite_journal.MAX_SCOPE_TERMS
         found = {}
         for bound in (narrowing, 0):
-            monkeypatch.setattr(sqlite_journal, "MAX_WALK_SCOPE_TERMS", bound)
+            monkeypatch.setattr(sqlite_journal, "MAX_SCOPE_TERMS", bound)
             found[bound] = [_ids(journal, query, ns_ids, k, kinds, budget)
                             for ids in users.values() for ns_ids in (ids, ids[::-1])
                             for query in ("kayak", "weather trip", "lisbon canoe kayak")
                             for k in (3, 12, 200) for kinds in (None, ["fact"], ["turn", "fact"])
-                            for budget in (15, 40)]
+                            for budget in (15, 40, 200)]
         assert found[0] == found[narrowing]
         assert sum(replans) >= 20
         assert all(found[0])

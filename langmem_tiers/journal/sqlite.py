@@ -426,15 +426,13 @@ def enable_wal(db: sqlite3.Connection, timeout_s: float) -> None:
         pause = min(pause * 2, 0.2)
 
 
-# Up to this many namespaces, FTS5 itself narrows the search by their scope terms.
-MAX_SCOPE_TERMS = 64
-# A search planned again on its scope's own matches (keyword_budget.crowded_out) walks them newest first; up to
-# this many namespaces FTS5 narrows the walk by their scope terms, past it each match is looked up in records.
-# The first costs about what the scope's terms hold, the second what the journal's matches of the word hold: at
-# 1M records of 50 users, counting a word's matches in 200 sessions took 3.8 ms narrowed against 13.8 looked
-# up, in 1,000 sessions 22.5 against 14.3 (``benchmarks/shared_journal.py --walk-probe``). A bound between the
-# two; in a larger journal the crossing moves up (the lookups grow with it, the narrowing does not).
-MAX_WALK_SCOPE_TERMS = 256
+# Up to this many namespaces, FTS5 itself narrows a search, or a walk of a scope's own matches, by their scope
+# terms; past it each match is looked up in records. The first costs about what the scope's terms hold, the second
+# what the journal's matches of the word hold: at 1M records of 50 users, counting a word's matches in 200 sessions
+# took 3.8 ms narrowed against 13.8 looked up, in 1,000 sessions 22.5 against 14.3 (``benchmarks/shared_journal.py
+# --walk-probe``). A bound between the two; in a larger journal the crossing moves up (the lookups grow with it,
+# the narrowing does not). (64 until session 54, a bound no measurement had set.)
+MAX_SCOPE_TERMS = 256
 
 
 def fts_query(text: str, ns_ids: Sequence[int] = (), tokens: Sequence[str] | None = None) -> str | None:
@@ -872,7 +870,7 @@ class SqliteJournal(SqlJournal):
         # FTS5's bm25 counts every match of each phrase for its weight, O(its matches).
         scoring = fts_query("", (), [c.term for c in counts if c.matches <= budget])
         match = kept if scoring in (None, kept) else f"{kept} AND {scoring}"
-        if scope is not None and len(ns_ids) <= MAX_WALK_SCOPE_TERMS:
+        if scope is not None and len(ns_ids) <= MAX_SCOPE_TERMS:
             match = narrowed(match, ns_ids)  # planned again on the scope's own: rank only its matches
         if not plan.recent:  # every term when they fit: the same hits as without a budget
             rows = ranked(db, match, ns_ids, k, kinds, 0)
@@ -1118,7 +1116,7 @@ def _matching(db: Sql, match: str, index: str, scope: ScopeFilter | None) -> tup
     if scope is None:
         return f"SELECT {index}.rowid AS id FROM {index} WHERE {index} MATCH ?", [match]
     ns_ids, kinds = scope
-    if len(ns_ids) <= MAX_WALK_SCOPE_TERMS:
+    if len(ns_ids) <= MAX_SCOPE_TERMS:
         match = narrowed(match, ns_ids)  # the lookups below then only confirm (and test the kinds)
     members, args = db.in_(list(ns_ids))
     # CROSS JOIN keeps FTS5 outside: SQLite would otherwise walk every record of the scope's namespaces.

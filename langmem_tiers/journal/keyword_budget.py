@@ -29,9 +29,10 @@ own term, one posting per record of the scope), at a price in a journal shared b
 a large session in a much larger journal may drop terms its own matches would have afforded,
 and the newest matches of a word may all be other users' (or, for a search of some kinds, records
 of other kinds). Where that left the search with fewer than ``k`` records (:func:`crowded_out`),
-it plans again on the scope's own counts and newest matches: walks that pass the other scopes'
-matches one by one, so slower, and paid only then. A journal of one user searching all of its
-sessions never pays it.
+it plans again on the scope's own counts and newest matches: slower walks (SQLite narrows them by the
+scope's terms up to ``MAX_SCOPE_TERMS`` sessions, past that it looks each of the journal's matches up;
+PostgreSQL filters its statements by the scope), paid only then. A journal of one user searching all
+of its sessions never pays it.
 A search of memories only (no turns among its kinds) does all of the above in SQLite's index of
 the memories alone (schema v13): counts, windows and ranking never see a turn, so a fact said
 before a thousand turns holding the same word is still found.

@@ -17,7 +17,8 @@ where the unbounded one found k, the searches planned again on the scope's own m
 (``keyword_budget.crowded_out``; absent in trees before it), and the budgeted search's p50 / p95 ms. The
 unbounded search's time is printed beside it, not a target. Before/after: run each tree's copy of the
 package with ``PYTHONPATH``. ``--walk-probe`` times instead how a search planned again walks its scope's
-matches on SQLite (``MAX_SCOPE_TERMS``).
+matches on SQLite (``MAX_SCOPE_TERMS``). ``--budget N`` sets the journal's keyword budget;
+``--common-word`` adds "the trip" to every question, a word of about half the filler lines.
 """
 
 from __future__ import annotations
@@ -152,6 +153,10 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=30)
     parser.add_argument("--k", type=int, default=10)
     parser.add_argument("--postgres", action="store_true", help="a throwaway PostgreSQL server instead of SQLite")
+    parser.add_argument("--budget", type=int, default=None,
+                        help="the journal's keyword budget (default: its own, keyword_budget.KEYWORD_BUDGET)")
+    parser.add_argument("--common-word", action="store_true",
+                        help="questions that also hold 'trip', a word of about half the filler lines")
     parser.add_argument("--walk-probe", action="store_true",
                         help="SQLite: instead of the searches, time counting a word's matches in the first N "
                              "sessions narrowed by scope terms and looked up (MAX_SCOPE_TERMS)")
@@ -169,13 +174,18 @@ def main() -> None:
             stack.callback(shutil.rmtree, folder, ignore_errors=True)
             journal = SqliteJournal(folder / "journal.sqlite3")
         stack.callback(journal.close)
+        if args.budget is not None:
+            journal.keyword_budget = args.budget
         t = time.perf_counter()
         by_user = fill(journal, args.records, args.users, args.per_session, args.memories_every)
         head = {"records": args.records, "users": args.users, "backend": "postgres" if args.postgres else "sqlite",
+                "common_word": args.common_word,
                 "k": args.k, "keyword_budget": journal.keyword_budget, "fill_s": round(time.perf_counter() - t, 1)}
         print(json.dumps(head), flush=True)
         rng = random.Random(7)
         queries = [filler_question(rng, plain=True) for _ in range(args.queries)]
+        if args.common_word:
+            queries = [q.replace("What about ", "What about the trip, ") for q in queries]
         if args.walk_probe:
             words = [w for q in queries for w in search_terms(q) if w not in ("what", "about", "and")][:6]
             rows = walk_probe(journal, by_user, words)

@@ -403,6 +403,39 @@ def test_postgres_stop_words_only_find_nothing_bounded_or_not(request: pytest.Fi
         journal.close()
 
 
+def test_postgres_reads_each_words_newest_matches_in_one_walk(request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    """The walk for the newest matches of several words, one very common and two rare ones, in chunks that
+    drop a word once it has its own: each word's newest ``cap`` matches, as a walk of that word alone finds
+    them; and the rows read after the common word has its matches are the rare words' only."""
+    from langmem_tiers.journal.postgres import _newest_matches
+
+    journal = _open("postgres", tmp_path, request)
+    try:
+        ns_id = journal.namespace_id(Namespace("s", "u")) or 0
+        journal.add_records(ns_id, [NewRecord("turn", "kayak trip" if i % 40 == 0 else
+                                              "canoe trip" if i % 25 == 7 else "a trip") for i in range(600)])
+        lexemes = ["'trip'", "'kayak'", "'cano'"]
+        with journal._autocommit() as db:
+            statements: list[str] = []
+            real_all = type(db).all
+            monkeypatch = pytest.MonkeyPatch()
+            monkeypatch.setattr(type(db), "all",
+                                lambda self, sql, args=(): statements.append(sql) or real_all(self, sql, args))
+            try:
+                found = _newest_matches(db, lexemes, 12)
+            finally:
+                monkeypatch.undo()
+            for x in lexemes:
+                alone = [r[0] for r in db.all(
+                    "SELECT id FROM records WHERE tsv @@ ?::tsquery ORDER BY id DESC LIMIT 12", [x])]
+                assert found[x] == alone, x
+        # Two tests a word per statement: three words, then two once trip had its 12 (in the first chunk),
+        # then kayak alone once the more frequent canoe had its own.
+        assert [s.count("?::tsquery") // 2 for s in statements] == [3, 2, 1]
+    finally:
+        journal.close()
+
+
 def test_docstring_examples_run() -> None:
     import doctest
 

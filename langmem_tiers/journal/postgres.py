@@ -858,23 +858,27 @@ def _newest_matches(db: Sql, lexemes: Sequence[str], cap: int,
                     scope: ScopeFilter | None = None) -> dict[str, list[int]]:
     """Each lexeme's newest ``cap`` matches in the whole journal (or in ``scope``), newest first.
 
-    One backward walk of the primary key over the records matching any of the lexemes, read in
-    chunks until each lexeme has ``cap`` (or the journal ends): O(cap / the rarest one's frequency)
-    rows, visited once. A walk per lexeme visited the recent records once for each (two common words
-    at 1M messages in 10,000 sessions: ~44 ms of a ~100 ms keyword search).
+    One backward walk of the primary key over the records matching any of the lexemes still short of
+    ``cap``, read in chunks until each has ``cap`` (or the journal ends): O(cap / the rarest one's
+    frequency) rows, visited once. A walk per lexeme visited the recent records once for each (two
+    common words at 1M messages in 10,000 sessions: ~44 ms of a ~100 ms keyword search). A lexeme
+    leaves the walk once it has its ``cap``: kept in, a word of half the records filled every chunk
+    with its own matches while a rare one's were sought (200k records, "trip" beside two words of
+    1.7%: ~20 chunks, 736 ms a search; BENCHMARKS.md, session 54).
     """
     found: dict[str, list[int]] = {x: [] for x in lexemes}
-    tests = ", ".join("tsv @@ ?::tsquery" for _ in lexemes)
-    either = " || ".join("?::tsquery" for _ in lexemes)
     where, where_args = _in_scope(db, scope)
-    chunk = cap * len(lexemes)
     below: list[int] = []
     while True:
+        pending = [x for x in lexemes if len(found[x]) < cap]
+        tests = ", ".join("tsv @@ ?::tsquery" for _ in pending)
+        either = " || ".join("?::tsquery" for _ in pending)
+        chunk = cap * len(pending)
         rows = db.all(f"SELECT id, {tests} FROM records WHERE tsv @@ ({either}){where}"
                       f"{' AND id < ?' if below else ''} ORDER BY id DESC LIMIT ?",
-                      [*lexemes, *lexemes, *where_args, *below, chunk])
+                      [*pending, *pending, *where_args, *below, chunk])
         for row in rows:
-            for x, holds in zip(lexemes, row[1:], strict=True):
+            for x, holds in zip(pending, row[1:], strict=True):
                 if holds and len(found[x]) < cap:
                     found[x].append(int(row[0]))
         if len(rows) < chunk or all(len(ids) >= cap for ids in found.values()):

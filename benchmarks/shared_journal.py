@@ -6,7 +6,8 @@
 A journal (SQLite, or with ``--postgres`` a throwaway PostgreSQL server on 127.0.0.1) is filled with
 ``--records`` records of scale.py's filler lines by ``--users`` users who write one after another (users
 active in different months), in sessions of ``--per-session`` records, a fact every ``--memories-every``
-turns; written through the journal in one transaction per session, no embedder. Then, for every user,
+turns; written through the journal in one transaction per session, no embedder (PostgreSQL then analyzed, as
+autovacuum would have done; rows from before session 54's last runs had not been). Then, for every user,
 ``--queries`` plain questions (scale.py's ``filler_question``: every word of them fills the history)
 searched over all of the user's sessions (the user scope), k = ``--k``, twice: every kind, and facts only
 (what the profile and the memory tools ask). Each search runs with the journal's keyword budget and
@@ -178,6 +179,9 @@ def main() -> None:
             journal.keyword_budget = args.budget
         t = time.perf_counter()
         by_user = fill(journal, args.records, args.users, args.per_session, args.memories_every)
+        if args.postgres:  # the planner's statistics, as autovacuum keeps them (a fresh bulk fill has none yet)
+            with journal._autocommit() as db:
+                db.execute("ANALYZE records")
         head = {"records": args.records, "users": args.users, "backend": "postgres" if args.postgres else "sqlite",
                 "common_word": args.common_word,
                 "k": args.k, "keyword_budget": journal.keyword_budget, "fill_s": round(time.perf_counter() - t, 1)}

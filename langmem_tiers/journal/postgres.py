@@ -863,8 +863,9 @@ def _newest_matches(db: Sql, lexemes: Sequence[str], cap: int,
     frequency) rows, visited once. A walk per lexeme visited the recent records once for each (two
     common words at 1M messages in 10,000 sessions: ~44 ms of a ~100 ms keyword search). A lexeme
     leaves the walk once it has its ``cap``: kept in, a word of half the records filled every chunk
-    with its own matches while a rare one's were sought (200k records, "trip" beside two words of
-    1.7%: ~20 chunks, 736 ms a search; BENCHMARKS.md, session 54).
+    with its own matches while a rare one's were sought (200k records of one user, "trip" beside two
+    words of 1.7%: 92 ms a search against 49.5 once it leaves, on an analyzed table; BENCHMARKS.md,
+    session 54).
     """
     found: dict[str, list[int]] = {x: [] for x in lexemes}
     where, where_args = _in_scope(db, scope)

@@ -403,7 +403,8 @@ def test_postgres_stop_words_only_find_nothing_bounded_or_not(request: pytest.Fi
         journal.close()
 
 
-def test_postgres_reads_each_words_newest_matches_in_one_walk(request: pytest.FixtureRequest, tmp_path: Path) -> None:
+def test_postgres_reads_each_words_newest_matches_in_one_walk(request: pytest.FixtureRequest, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """The walk for the newest matches of several words, one very common and two rare ones, in chunks that
     drop a word once it has its own: each word's newest ``cap`` matches, as a walk of that word alone finds
     them; and the rows read after the common word has its matches are the rare words' only."""
@@ -418,13 +419,10 @@ def test_postgres_reads_each_words_newest_matches_in_one_walk(request: pytest.Fi
         with journal._autocommit() as db:
             statements: list[str] = []
             real_all = type(db).all
-            monkeypatch = pytest.MonkeyPatch()
-            monkeypatch.setattr(type(db), "all",
-                                lambda self, sql, args=(): statements.append(sql) or real_all(self, sql, args))
-            try:
+            with monkeypatch.context() as spy:
+                spy.setattr(type(db), "all",
+                            lambda self, sql, args=(): statements.append(sql) or real_all(self, sql, args))
                 found = _newest_matches(db, lexemes, 12)
-            finally:
-                monkeypatch.undo()
             for x in lexemes:
                 alone = [r[0] for r in db.all(
                     "SELECT id FROM records WHERE tsv @@ ?::tsquery ORDER BY id DESC LIMIT 12", [x])]

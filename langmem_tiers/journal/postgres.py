@@ -37,7 +37,7 @@ from langmem_tiers.journal.base import (
 )
 from langmem_tiers.journal.encryption import ALGORITHM, META_KEY, FieldCipher, cipher_for
 from langmem_tiers.journal.keyword_budget import ScopeFilter, TermCount, crowded_out, plan_terms, recency_windows
-from langmem_tiers.journal.sql_core import Sql, fold_nfc, scope_size
+from langmem_tiers.journal.sql_core import Sql, fold_nfc, ids_in_scope, scope_size
 from langmem_tiers.journal.sql_journal import ListingCache, SqlJournal, check_version, finish_migration
 from langmem_tiers.keyring import KeyRing
 
@@ -733,7 +733,8 @@ def _bm25(db: Sql, matched: Sequence[tuple[str, str]], scoring: Sequence[tuple[s
         # A recency window: its ids kept to the scope first, read by primary key and tested here. Named beside
         # them, a scope of many sessions got a plan that compared each hit's namespace with every one of the
         # scope's (2,000 sessions, a window of 500: 60 ms of a 64 ms statement; BENCHMARKS.md, session 54).
-        ids = _within_scope(db, ids, ns_ids, kinds)
+        inside = ids_in_scope(db, ids, set(ns_ids), set(kinds) if kinds else None)
+        ids = [i for i in ids if i in inside]
         if not ids:
             return []
         scope = " AND r.id = ANY(?)"
@@ -747,14 +748,6 @@ def _bm25(db: Sql, matched: Sequence[tuple[str, str]], scoring: Sequence[tuple[s
         weights = BM25_AT_LEAST
         args += [[c.term for c in counted[0]], [float(c.matches) for c in counted[0]], float(counted[1])]
     return db.all(BM25_SQL.format(match=" || ".join(parts), scope=scope, **weights), [*args, k])
-
-
-def _within_scope(db: Sql, ids: Sequence[int], ns_ids: Sequence[int], kinds: Sequence[str] | None) -> list[int]:
-    """Those of ``ids`` whose records are in ``ns_ids`` (and of ``kinds``), in their order."""
-    sessions, wanted = set(ns_ids), set(kinds) if kinds else None
-    inside = {int(r[0]) for r in db.all("SELECT id, ns, kind FROM records WHERE id = ANY(?)", [list(ids)])
-              if int(r[1]) in sessions and (wanted is None or r[2] in wanted)}
-    return [i for i in ids if i in inside]
 
 
 def _bounded_bm25(db: Sql, terms: Sequence[tuple[str, str]], ns_ids: Sequence[int], kinds: Sequence[str] | None,
@@ -771,19 +764,19 @@ def _bounded_bm25(db: Sql, terms: Sequence[tuple[str, str]], ns_ids: Sequence[in
     other users').
     """
     counts, lexemes = _count_matches(db, terms, budget + 1)
-    rows, crowded = _ranked_in_budget(db, terms, lexemes, counts, ns_ids, kinds, k, budget, None)
+    rows, crowded = _ranked_in_budget(db, terms, lexemes, counts, ns_ids, kinds, k, budget, own=False)
     if crowded:
-        scope = (ns_ids, kinds)
-        counts, _ = _count_matches(db, terms, budget + 1, scope)
-        rows, _ = _ranked_in_budget(db, terms, lexemes, counts, ns_ids, kinds, k, budget, scope)
+        counts, _ = _count_matches(db, terms, budget + 1, (ns_ids, kinds))
+        rows, _ = _ranked_in_budget(db, terms, lexemes, counts, ns_ids, kinds, k, budget, own=True)
     return rows
 
 
 def _ranked_in_budget(db: Sql, terms: Sequence[tuple[str, str]], lexemes: Sequence[str], counts: Sequence[TermCount],
                       ns_ids: Sequence[int], kinds: Sequence[str] | None, k: int, budget: int,
-                      scope: ScopeFilter | None) -> tuple[list[Any], bool]:
-    """:func:`_bounded_bm25`'s ranking on ``counts`` (the journal's, or with ``scope`` the scope's own, whose
-    newest matches the recency windows then read); and whether :func:`crowded_out` says to plan again."""
+                      own: bool) -> tuple[list[Any], bool]:
+    """:func:`_bounded_bm25`'s ranking on ``counts`` (the journal's, or with ``own`` the scope's own, whose
+    newest matches the recency windows then read); and, planned on the journal's, whether :func:`crowded_out`
+    says to plan again."""
     counts = [c for c in counts if c.matches > 0]  # as plan_terms: a term with no match finds nothing
     if not counts:
         return [], False  # stop words, or words the journal never held: nothing matches
@@ -791,7 +784,7 @@ def _ranked_in_budget(db: Sql, terms: Sequence[tuple[str, str]], lexemes: Sequen
     if min(c.matches for c in counts) > budget:
         # Every term that matches is over the budget: plan_terms picks the one whose newest matches
         # reach furthest back, which only a walk in id order tells (the counts above stop anywhere).
-        newest = _newest_matches(db, [c.term for c in counts], budget + 1, scope)
+        newest = _newest_matches(db, [c.term for c in counts], budget + 1, (ns_ids, kinds) if own else None)
         counts = [TermCount(x, len(ids), ids[-1]) for x, ids in newest.items()]
     plan = plan_terms(counts, budget)
     kept = [t for t, x in zip(terms, lexemes, strict=True) if x in plan.terms]
@@ -802,7 +795,7 @@ def _ranked_in_budget(db: Sql, terms: Sequence[tuple[str, str]], lexemes: Sequen
     counted = (unranked, sum(c.matches for c in counts))
     if not plan.recent:
         rows = _bm25(db, kept, terms, ns_ids, kinds, k, counted=counted)
-        return rows, crowded_out(plan, counts, 0, len(rows), k)
+        return rows, not own and crowded_out(plan, counts, 0, len(rows), k)
     ids = newest[plan.terms[0]][:budget]
     rows, walked = [], 0
     for window in recency_windows(budget):
@@ -810,7 +803,7 @@ def _ranked_in_budget(db: Sql, terms: Sequence[tuple[str, str]], lexemes: Sequen
         rows = _bm25(db, kept, terms, ns_ids, kinds, k, ids[:walked], counted)
         if len(rows) >= k or walked == len(ids):
             break
-    return rows, crowded_out(plan, counts, walked, len(rows), k)
+    return rows, not own and crowded_out(plan, counts, walked, len(rows), k)
 
 
 def _in_scope(db: Sql, scope: ScopeFilter | None, table: str = "") -> tuple[str, list[Any]]:

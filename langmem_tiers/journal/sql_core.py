@@ -204,6 +204,15 @@ def insert_records(db: Sql, ns_id: int, records: Sequence[NewRecord], codec: Row
 SCOPE_SIZE_FIRST_CHUNK = 32
 
 
+def ids_in_scope(db: Sql, ids: Sequence[int], sessions: set[int], kinds: set[str] | None) -> set[int]:
+    """Those of ``ids`` whose records are in ``sessions`` (and of ``kinds``; ``None``: any): read by primary key
+    and tested here. A statement naming a scope's namespaces beside a few ids gets plans that walk the scope's
+    records (SQLite) or compare each id's namespace with every one of the scope's (PostgreSQL)."""
+    members, args = db.in_(list(ids))
+    return {int(r[0]) for r in db.all(f"SELECT id, ns, kind FROM records WHERE id {members}", args)
+            if int(r[1]) in sessions and (kinds is None or r[2] in kinds)}
+
+
 def scope_size(db: Sql, ns_ids: Sequence[int], kinds: Sequence[str] | None, cap: int) -> int:
     """How many records a keyword search may rank (these namespaces, these kinds), counted up to ``cap``
     (whether the scope is within the keyword budget: :mod:`.keyword_budget`).

@@ -46,7 +46,7 @@ from langmem_tiers.journal.keyword_budget import (
     plan_terms,
     recency_windows,
 )
-from langmem_tiers.journal.sql_core import Sql, fold_nfc, scope_size
+from langmem_tiers.journal.sql_core import Sql, fold_nfc, ids_in_scope, scope_size
 from langmem_tiers.journal.sql_journal import ListingCache, SqlJournal, check_version, finish_migration
 from langmem_tiers.keyring import KeyRing
 
@@ -453,14 +453,15 @@ def fts_query(text: str, ns_ids: Sequence[int] = (), tokens: Sequence[str] | Non
     words = " OR ".join(f'"{w}"' for w in terms)
     if not words:
         return None
-    if ns_ids and len(ns_ids) <= MAX_SCOPE_TERMS:
-        return narrowed(f"text : ({words})", ns_ids)
-    return f"text : ({words})"
+    return narrowed(f"text : ({words})", ns_ids)
 
 
 def narrowed(match: str, ns_ids: Sequence[int]) -> str:
-    """``match`` (of the ``text`` column) required to hold one of ``ns_ids``' scope terms too: FTS5 walks only their
-    records' matches. Their column weighs nothing in bm25, so the scores are those of ``match`` alone."""
+    """``match`` (of the ``text`` column) required to hold one of ``ns_ids``' scope terms too, when there are at most
+    ``MAX_SCOPE_TERMS`` of them (else, or with none, ``match`` as it is): FTS5 walks only their records' matches.
+    Their column weighs nothing in bm25, so the scores are those of ``match`` alone."""
+    if not ns_ids or len(ns_ids) > MAX_SCOPE_TERMS:
+        return match
     scopes = " OR ".join(f'"s{int(n)}"' for n in ns_ids)
     return f"scope_terms : ({scopes}) AND {match}"
 
@@ -835,27 +836,27 @@ class SqliteJournal(SqlJournal):
                 return _hits(self._ranking(db, ns_ids)(db, match, ns_ids, k, kinds, 0) if match else [])
             index = MEMORY_INDEX if kinds and "turn" not in kinds else RECORDS_INDEX
             ranked = self._ranking(db, ns_ids, index)
-            counts = [c for c in self._counts(db, terms, budget + 1, index) if c.matches > 0]
-            rows, crowded = self._ranked_in_budget(db, ranked, counts, ns_ids, k, kinds, budget, index, None)
+            counts = self._counts(db, terms, budget + 1, index)
+            rows, crowded = self._ranked_in_budget(db, ranked, counts, ns_ids, k, kinds, budget, index, own=False)
             if crowded:
                 # The counts and windows above are the journal's: other users' or sessions' matches (or
                 # records of other kinds) filled them, so this scope found fewer than k where it holds
                 # more. Plan again on the scope's own matches (walks that pass the others': slower, and
                 # only here).
-                scope = (ns_ids, kinds)
-                counts = [c for c in (self._count_matches(db, t, budget + 1, index=index, scope=scope) for t in terms)
-                          if c.matches > 0]
-                rows, _ = self._ranked_in_budget(db, ranked, counts, ns_ids, k, kinds, budget, index, scope)
+                counts = [self._count_matches(db, t, budget + 1, index=index, scope=(ns_ids, kinds)) for t in terms]
+                rows, _ = self._ranked_in_budget(db, ranked, counts, ns_ids, k, kinds, budget, index, own=True)
             return _hits(rows)
 
     def _ranked_in_budget(self, db: Sql, ranked: Ranker, counts: Sequence[TermCount], ns_ids: Sequence[int], k: int,
-                          kinds: Sequence[str] | None, budget: int, index: str,
-                          scope: ScopeFilter | None) -> tuple[list[Any], bool]:
+                          kinds: Sequence[str] | None, budget: int, index: str, own: bool) -> tuple[list[Any], bool]:
         """The rows of a scope over the budget, ranked as :func:`plan_terms` decides on ``counts`` (each term's
-        matches, up to the budget + 1: the journal's, or with ``scope`` the scope's own, whose newest matches the
-        recency windows then read); and whether :func:`crowded_out` says to plan again on the scope's own."""
+        matches, up to the budget + 1: the journal's, or with ``own`` the scope's own, whose newest matches the
+        recency windows then read); and, planned on the journal's, whether :func:`crowded_out` says to plan again
+        on the scope's own."""
+        counts = [c for c in counts if c.matches > 0]
         if not counts:
             return [], False  # words the journal never held: nothing matches (as PostgreSQL's _bounded_bm25)
+        scope = (ns_ids, kinds) if own else None
         plan = plan_terms(counts, budget)
         # A large scope: the terms' matches counted (at most the budget) are the rows ranked. FTS5 walking
         # the scope's own term (every record of the scope) would cost more than the join that filters the
@@ -870,11 +871,11 @@ class SqliteJournal(SqlJournal):
         # FTS5's bm25 counts every match of each phrase for its weight, O(its matches).
         scoring = fts_query("", (), [c.term for c in counts if c.matches <= budget])
         match = kept if scoring in (None, kept) else f"{kept} AND {scoring}"
-        if scope is not None and len(ns_ids) <= MAX_SCOPE_TERMS:
+        if own:
             match = narrowed(match, ns_ids)  # planned again on the scope's own: rank only its matches
         if not plan.recent:  # every term when they fit: the same hits as without a budget
             rows = ranked(db, match, ns_ids, k, kinds, 0)
-            return rows, crowded_out(plan, counts, 0, len(rows), k)
+            return rows, not own and crowded_out(plan, counts, 0, len(rows), k)
         newest: list[int] = []  # the kept term's newest matches, read as far as the windows reach
         rows = []
         for window in recency_windows(budget):
@@ -885,7 +886,7 @@ class SqliteJournal(SqlJournal):
             rows = ranked(db, match, ns_ids, k, kinds, newest[-1])
             if len(rows) >= k or len(newest) < window:
                 break
-        return rows, crowded_out(plan, counts, len(newest), len(rows), k)
+        return rows, not own and crowded_out(plan, counts, len(newest), len(rows), k)
 
     @staticmethod
     def _newest_matches(db: Sql, match: str, below: int | None, limit: int, index: str = RECORDS_INDEX,
@@ -1006,7 +1007,7 @@ class SqliteJournal(SqlJournal):
             sql += " AND rowid >= ?"
             args.append(floor)
         ranked = db.execute(sql + " ORDER BY score, rowid DESC", args)
-        scope = set(ns_ids)
+        sessions = set(ns_ids)
         wanted_kinds = set(kinds) if kinds else None
         out: list[Any] = []
         chunk = max(2 * k, 64)
@@ -1015,11 +1016,7 @@ class SqliteJournal(SqlJournal):
                 rows = ranked.fetchmany(chunk)
                 if not rows:
                     break
-                # By id alone (the primary key), the scope tested here: a statement naming the scope's
-                # namespaces lets SQLite walk them instead, every record of the scope.
-                ids, id_args = db.in_([r[0] for r in rows])
-                inside = {r[0] for r in db.all(f"SELECT id, ns, kind FROM records WHERE id {ids}", id_args)
-                          if r[1] in scope and (wanted_kinds is None or r[2] in wanted_kinds)}
+                inside = ids_in_scope(db, [r[0] for r in rows], sessions, wanted_kinds)
                 out += [r for r in rows if r[0] in inside]
                 chunk *= 2  # fewer, larger lookups while the scope's matches are sparse
         finally:
@@ -1116,8 +1113,7 @@ def _matching(db: Sql, match: str, index: str, scope: ScopeFilter | None) -> tup
     if scope is None:
         return f"SELECT {index}.rowid AS id FROM {index} WHERE {index} MATCH ?", [match]
     ns_ids, kinds = scope
-    if len(ns_ids) <= MAX_SCOPE_TERMS:
-        match = narrowed(match, ns_ids)  # the lookups below then only confirm (and test the kinds)
+    match = narrowed(match, ns_ids)  # when it narrows, the lookups below only confirm (and test the kinds)
     members, args = db.in_(list(ns_ids))
     # CROSS JOIN keeps FTS5 outside: SQLite would otherwise walk every record of the scope's namespaces.
     sql = (f"SELECT {index}.rowid AS id FROM {index} CROSS JOIN records r ON r.id = {index}.rowid "

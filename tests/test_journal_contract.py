@@ -50,6 +50,7 @@ class Backend:
     # Runs raw SQL (with ? placeholders) on the backend's storage, outside any journal.
     execute: Callable[[str, tuple[Any, ...]], None]
     opened: list[Journal] = field(default_factory=list)
+    schema: str = ""  # PostgreSQL's schema of the journal
 
     def journal(self) -> Journal:
         j = self.open()
@@ -140,7 +141,7 @@ def _postgres_backend(url: str) -> Backend:
                 conn.execute(statement)
 
     return Backend("postgres", lambda: PostgresJournal(url, schema=schema), set_version, lambda _: url,
-                   create_at_version, execute)
+                   create_at_version, execute, schema=schema)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -19,7 +19,7 @@ from langmem_tiers.errors import InvalidNamespaceError, JournalError, SchemaVers
 from langmem_tiers.messages import MAX_KEY_CHARS, Message
 from langmem_tiers.text import query_words
 
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 MAX_ID_CHARS = 512
 # A keyword query keeps at most this many distinct words: a pasted document as the query
 # (20k distinct words) overflowed PostgreSQL's parser stack and made FTS5 rank every record.

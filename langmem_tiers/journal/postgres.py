@@ -6,7 +6,8 @@ the connection pool, the DDL, locking, keyword search and erasure. Writers of on
 are serialized by a row lock on its ``state`` row (``SELECT ... FOR UPDATE``), so several
 replicas can append to one session; ``read()`` is a ``REPEATABLE READ`` snapshot. The
 keyword index is a generated ``tsvector`` column (``english`` configuration) with a GIN
-index; matches are ranked by bm25 (``BM25_SQL``), as SQLite's FTS5 ranks them.
+index that takes each record at once (no pending list for every search to read, ``V14_SQL``);
+matches are ranked by bm25 (``BM25_SQL``), as SQLite's FTS5 ranks them.
 
 psycopg 3 and psycopg_pool are imported when a journal is opened
 (``pip install 'langmem-tiers[postgres]'``).
@@ -270,9 +271,23 @@ def _v13_changes_nothing_here(db: Sql) -> None:
     again on the scope's own memories (``_bounded_bm25``, :func:`.keyword_budget.crowded_out`)."""
 
 
+# Schema version 14, the keyword index updated at once. With GIN's default ``fastupdate = on`` a new record's
+# lexemes go to a pending list, unsorted, merged into the index only when the list passes
+# ``gin_pending_list_limit`` (4 MB) or at VACUUM; until then every search of the index reads the whole list.
+# A journal taking a message at a time always holds one, so every keyword search paid for it, and the add
+# that filled the list paid the merge. At 100k records and 25,000 one-line adds, searches cost 14.97 / 12.14
+# ms p50 (p95 49.8 / 27.4) with the list against 10.66 / 10.46 (p95 21.9 / 18.7) without, the slowest add
+# 36 ms against 6.5; an add costs a little more at once: 0.81-0.84 ms p50 against 0.75-0.77, and on turns
+# of ~108 words 0.97 against 0.84 (``benchmarks/postgres_gin_pending.py``; BENCHMARKS.md, issue 15,
+# session 55). The list left by older versions is merged here.
+V14_SQL = """
+ALTER INDEX records_tsv SET (fastupdate = off);
+SELECT gin_clean_pending_list('records_tsv'::regclass);
+"""
+
 MIGRATIONS: tuple[str | Callable[[Sql], None], ...] = (
     *_OLD_MIGRATIONS, _migrate_to_v4, V5_SQL, V6_SQL, V7_SQL, V8_SQL, V9_SQL, V10_SQL, _v11_changes_nothing_here,
-    _v12_changes_nothing_here, _v13_changes_nothing_here)
+    _v12_changes_nothing_here, _v13_changes_nothing_here, V14_SQL)
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 # The server's clock, in epoch seconds: leases and retry times of replicas on several hosts

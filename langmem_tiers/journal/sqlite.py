@@ -396,8 +396,18 @@ RECORDS_INDEX = "records_fts"
 MEMORY_INDEX = "records_memory_fts"
 KEYWORD_INDEXES = (RECORDS_INDEX, MEMORY_INDEX)
 
+
+
+def _v14_changes_nothing_here(db: Sql) -> None:
+    """Schema version 14 makes PostgreSQL's GIN index take each record at once instead of in a pending list
+    that every search then reads (postgres.py's V14_SQL). FTS5 has no such list: each write transaction adds
+    a segment, and FTS5 merges segments as they accumulate (``automerge``), so a search reads a bounded
+    number of them."""
+
+
 MIGRATIONS: tuple[str | Callable[[Sql], None], ...] = (
-    *_OLD_MIGRATIONS, _migrate_to_v4, V5_SQL, V6_SQL, V7_SQL, V8_SQL, V9_SQL, V10_SQL, V11_SQL, V12_SQL, V13_SQL)
+    *_OLD_MIGRATIONS, _migrate_to_v4, V5_SQL, V6_SQL, V7_SQL, V8_SQL, V9_SQL, V10_SQL, V11_SQL, V12_SQL, V13_SQL,
+    _v14_changes_nothing_here)
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 # How long a freshly opened journal waits on the file before reporting it busy.

@@ -37,7 +37,8 @@ The first context() after filling (the cold one: in-process vector indexes are f
 apart, then the run waits for any HNSW graph still building in the background (``graph_build_s``)
 before sampling, so the samples measure the installed index. With ``--servers`` the journal is a
 throwaway PostgreSQL cluster and the vectors a ``chroma run`` server, both on 127.0.0.1 (started
-with the test suite's helpers in tests/support); the row then carries the Chroma server's RSS after each
+with the test suite's helpers in tests/support), the fill vacuumed and analyzed as autovacuum would
+have left it (from session 55 on); the row then carries the Chroma server's RSS after each
 phase and its peak since it started, beside this process's.
 
 ``--breakdown`` adds, after the samples, as many more context() calls with every journal read, the
@@ -234,6 +235,8 @@ def measure(size: int, vectors: bool, samples: int, layout: str, per_session: in
         # kernel to write back, which would otherwise share the disk with the samples' first reads.
         if hasattr(os, "sync"):
             os.sync()
+        if journal_url:
+            _vacuum_postgres(journal_url)
     fill_s = time.perf_counter() - t0
     print(json.dumps({"size": size, "folder": str(folder), "fill_s": round(fill_s, 1)}), flush=True)
     rss_mb: dict[str, int] = {}  # this process's RSS after each phase (where target 4's memory goes)
@@ -425,7 +428,8 @@ def main() -> None:
     if args.servers:
         import sys
 
-        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+        # Appended: a before tree on PYTHONPATH stays first, in this process and in the fill's child.
+        sys.path.append(str(Path(__file__).resolve().parents[1]))
         from tests.support.chroma_server import chroma_server
         from tests.support.postgres import postgres_server
 
@@ -493,6 +497,16 @@ def plot(runs: dict[str, list[dict[str, Any]]], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
+
+
+def _vacuum_postgres(url: str) -> None:
+    """What autovacuum does to a bulk fill in a running deployment, before anything is timed: the planner's
+    statistics (some plans change with them) and the visibility map. Rows before session 55 were measured
+    without it, on tables autovacuum may or may not have reached yet."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("VACUUM ANALYZE langmem_tiers.records, langmem_tiers.messages, langmem_tiers.namespaces")
 
 
 def _reset_postgres(url: str) -> None:

@@ -7,6 +7,7 @@ journal test runs on both backends (PostgreSQL: a throwaway server, one schema p
 
 from __future__ import annotations
 
+import pickle
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -437,11 +438,12 @@ def test_postgres_reads_each_words_newest_matches_in_one_walk(request: pytest.Fi
 def test_docstring_examples_run() -> None:
     import doctest
 
-    from langmem_tiers.journal import keyword_budget
+    from langmem_tiers.journal import keyword_budget, postgres_stats
 
-    result = doctest.testmod(keyword_budget)
-    assert result.attempted > 0
-    assert result.failed == 0
+    for module in (keyword_budget, postgres_stats):
+        result = doctest.testmod(module)
+        assert result.attempted > 0
+        assert result.failed == 0
 
 
 def test_postgres_connections_plan_each_run_for_its_arguments(request: pytest.FixtureRequest, tmp_path: Path) -> None:
@@ -560,3 +562,75 @@ def test_a_scopes_size_is_counted_in_growing_chunks_of_namespaces_up_to_the_cap(
         assert scope_size(db, sessions, None, turns + 1) == turns + 1
         assert scope_size(db, [*sessions, other], None, 10_000) == turns + 1 + 20
         assert scope_size(db, [], None, 10) == 0
+
+
+def _analyzed(journal: Any) -> None:
+    """ANALYZE the journal's records (the test server runs no autovacuum) and have the journal read the statistics."""
+    with journal._autocommit() as db:
+        db.execute("ANALYZE records")
+    journal._common_lexemes.clear()
+
+
+def test_postgres_estimates_the_common_words_from_the_planners_statistics(
+        request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over the budget, a word the planner's statistics hold among the commonest lexemes is estimated, not
+    counted; the others are counted. On a table ANALYZE sampled whole the estimates are the counts, so the
+    hits are those of the counted plan."""
+    import langmem_tiers.journal.postgres as postgres
+
+    journal = _open("postgres", tmp_path, request)
+    try:
+        ns_id = journal.namespace_id(Namespace("s", "u")) or 0
+        ids = _few_hundred(journal, ns_id)
+        queries = ["kayak lisbon garden weather", "weather garden", "zanzibar weather report", "lisbon stormy"]
+        counted_plan = {q: _ids(journal, q, [ns_id], 5, budget=50) for q in queries}  # no statistics yet
+        assert counted_plan["kayak lisbon garden weather"][:2] == ids["kayak"]
+        _analyzed(journal)
+        counted: list[list[str]] = []
+        real = postgres._count_matches
+        monkeypatch.setattr(postgres, "_count_matches",
+                            lambda db, terms, cap, scope=None: counted.append([w for _, w in terms]) or
+                            real(db, terms, cap, scope))
+        for q in queries:
+            assert _ids(journal, q, [ns_id], 5, budget=50) == counted_plan[q], q
+        # Only the word no record holds (so not among the commonest) was counted.
+        assert counted == [["zanzibar"]]
+        with journal._autocommit() as db:
+            common = journal._common_lexemes.get(db)
+        assert common is not None
+        assert common.matches("'weather'", 51) == 51  # 201 records, capped at the budget + 1
+        assert common.matches("'lisbon'", 51) == 31
+        assert common.matches("'zanzibar'", 51) is None
+        # The process holds the frequencies under keyed hashes: no lexeme of the journal's text.
+        assert all(isinstance(h, bytes) and len(h) == 8 for h in common.frequencies)
+        assert b"lisbon" not in pickle.dumps(common)
+    finally:
+        journal.close()
+
+
+def test_postgres_compact_leaves_no_erased_word_in_the_planners_statistics(
+        request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    journal = _open("postgres", tmp_path, request)
+    try:
+        erased = journal.namespace_id(Namespace("erased", "u1")) or 0
+        kept = journal.namespace_id(Namespace("kept", "u2")) or 0
+        journal.add_records(erased, [NewRecord("turn", f"zanzibar ferry {i}") for i in range(40)])
+        journal.add_records(kept, [NewRecord("turn", f"garden notes {i}") for i in range(40)])
+        _analyzed(journal)
+
+        def common_lexemes() -> str:
+            with journal._autocommit() as db:
+                row = db.one("SELECT most_common_elems::text FROM pg_stats WHERE schemaname = current_schema() "
+                             "AND tablename = 'records' AND attname = 'tsv'")
+            assert row is not None
+            return str(row[0])
+
+        assert "zanzibar" in common_lexemes()
+        journal.delete_namespaces([erased])
+        assert journal._common_lexemes._held is None  # dropped at the erasure
+        assert "zanzibar" in common_lexemes()  # PostgreSQL's own statistics keep it until ANALYZE
+        assert journal.compact() is True
+        assert "zanzibar" not in common_lexemes()
+        assert "garden" in common_lexemes()
+    finally:
+        journal.close()

@@ -38,6 +38,7 @@ from langmem_tiers.journal.base import (
 )
 from langmem_tiers.journal.encryption import ALGORITHM, META_KEY, FieldCipher, cipher_for
 from langmem_tiers.journal.keyword_budget import ScopeFilter, TermCount, crowded_out, plan_terms, recency_windows
+from langmem_tiers.journal.postgres_stats import CommonLexemes, StatsReader
 from langmem_tiers.journal.sql_core import Sql, fold_nfc, ids_in_scope, scope_size
 from langmem_tiers.journal.sql_journal import ListingCache, SqlJournal, check_version, finish_migration
 from langmem_tiers.keyring import KeyRing
@@ -449,6 +450,7 @@ class PostgresJournal(SqlJournal):
         # Names of the sessions this process resolved, to say which one a stale handle lost (memory only).
         self._names: dict[int, Namespace] = {}
         self._listings = ListingCache()  # the newest listing of each scope read (SqlJournal.scope_listing)
+        self._common_lexemes = StatsReader()  # the keyword budget's estimates of common words
         self._cipher = None
         search_path = f'SET search_path TO "{schema}"'
 
@@ -572,7 +574,9 @@ class PostgresJournal(SqlJournal):
         term's matches (journal-wide, up to the budget: an upper bound of the scope's), and a
         query over the budget ranks the records holding its rarest terms, or the newest
         matches of its rarest term (:func:`_bounded_bm25`); every query word still scores them.
-        Where other scopes' matches left it short of ``k``, it plans again on the scope's own.
+        A word the planner's statistics hold among the commonest is estimated from them instead of
+        counted (:mod:`.postgres_stats`). Where other scopes' matches left it short of ``k``, it plans
+        again on the scope's own.
         """
         if not ns_ids or k <= 0:
             return []
@@ -584,7 +588,7 @@ class PostgresJournal(SqlJournal):
             if budget is None or scope_size(db, ns_ids, kinds, budget + 1) <= budget:
                 rows = _bm25(db, terms, terms, ns_ids, kinds, k)  # every match: a small scope
             else:
-                rows = _bounded_bm25(db, terms, ns_ids, kinds, k, budget)
+                rows = _bounded_bm25(db, terms, ns_ids, kinds, k, budget, self._common_lexemes.get(db))
         return [KeywordHit(int(r[0]), i + 1, float(r[1])) for i, r in enumerate(rows)]
 
     def _query_terms(self, query: str, ns_ids: Sequence[int]) -> list[tuple[str, str]]:
@@ -636,15 +640,19 @@ class PostgresJournal(SqlJournal):
     # --- physical erasure -----------------------------------------------------
 
     def compact(self) -> bool:
-        """VACUUM the journal's tables (outside a transaction, as PostgreSQL requires).
+        """VACUUM and ANALYZE the journal's tables (outside a transaction, as PostgreSQL requires).
 
         VACUUM makes the space of deleted rows reusable and prunes dead index entries; it
         does not overwrite the bytes at once, and copies in the WAL, in replicas and in
         backups stay until PostgreSQL recycles them: nothing SQL can reach proves or forces
-        their removal (see :meth:`residue`).
+        their removal (see :meth:`residue`). ANALYZE samples the live rows again, so the
+        planner's statistics (``pg_statistic``: the commonest lexemes of the keyword column
+        among them) no longer hold words only erased records held.
         """
         with self._connection() as conn:
-            conn.execute("VACUUM " + ", ".join(_TABLES))  # no parameters: the simple protocol, no transaction
+            # No parameters: the simple protocol, no transaction.
+            conn.execute("VACUUM (ANALYZE) " + ", ".join(_TABLES))
+        self._common_lexemes.clear()
         return True
 
     def residue(self, needles: Sequence[str]) -> dict[str, int]:
@@ -673,6 +681,12 @@ class PostgresJournal(SqlJournal):
                     total += int(row[0]) if row else 0
                 found[needle] = total
         return found
+
+    def _forget_held(self) -> None:
+        super()._forget_held()
+        # What was read before the erasure goes; read again at need, from statistics that keep the erased words'
+        # lexemes until the next ANALYZE (compact() runs one).
+        self._common_lexemes.clear()
 
     def close(self) -> None:
         with self._lock:
@@ -766,7 +780,7 @@ def _bm25(db: Sql, matched: Sequence[tuple[str, str]], scoring: Sequence[tuple[s
 
 
 def _bounded_bm25(db: Sql, terms: Sequence[tuple[str, str]], ns_ids: Sequence[int], kinds: Sequence[str] | None,
-                  k: int, budget: int) -> list[Any]:
+                  k: int, budget: int, common: CommonLexemes | None = None) -> list[Any]:
     """A scope larger than ``budget``: rank the records holding the terms :func:`plan_terms` keeps.
 
     A term is a lexeme (``to_tsquery``'s text: two words with one stem are one term, and a stop
@@ -778,7 +792,7 @@ def _bounded_bm25(db: Sql, terms: Sequence[tuple[str, str]], ns_ids: Sequence[in
     the scope's own (a memory search whose newest matches are all turns, or a user's whose are all
     other users').
     """
-    counts, lexemes = _count_matches(db, terms, budget + 1)
+    counts, lexemes = _journal_counts(db, terms, budget + 1, common)
     rows, crowded = _ranked_in_budget(db, terms, lexemes, counts, ns_ids, kinds, k, budget, own=False)
     if crowded:
         counts, _ = _count_matches(db, terms, budget + 1, (ns_ids, kinds))
@@ -833,6 +847,24 @@ def _in_scope(db: Sql, scope: ScopeFilter | None, table: str = "") -> tuple[str,
         sql += f" AND {table}kind = ANY(?)"
         args.append(list(kinds))
     return sql, args
+
+
+def _journal_counts(db: Sql, terms: Sequence[tuple[str, str]], cap: int,
+                    common: CommonLexemes | None) -> tuple[list[TermCount], list[str]]:
+    """As :func:`_count_matches` journal-wide, but a lexeme among the ``common`` ones is estimated from the
+    planner's statistics (``oldest`` unknown: 0; :func:`_ranked_in_budget` walks for it where it matters), and
+    only the others are counted."""
+    if common is None:
+        return _count_matches(db, terms, cap)
+    args = [[c for c, _ in terms], [ts_query("", [w]) for _, w in terms]]
+    lexemes = [str(r[0]) for r in db.all(
+        "SELECT to_tsquery(t.config::regconfig, t.word)::text "
+        "FROM unnest(?::text[], ?::text[]) WITH ORDINALITY AS t(config, word, i) ORDER BY t.i", args)]
+    estimated = {x: TermCount(x, n, 0) for x in lexemes if x and (n := common.matches(x, cap)) is not None}
+    rest = [t for t, x in zip(terms, lexemes, strict=True) if x and x not in estimated]
+    counted = {c.term: c for c in (_count_matches(db, rest, cap)[0] if rest else [])}
+    by_lexeme = {**estimated, **counted}
+    return [by_lexeme[x] for x in dict.fromkeys(lexemes) if x], lexemes
 
 
 def _count_matches(db: Sql, terms: Sequence[tuple[str, str]], cap: int,

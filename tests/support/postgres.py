@@ -94,8 +94,12 @@ def _run(cmd: list[str], what: str) -> None:
 
 
 @contextlib.contextmanager
-def postgres_server(database: str | None = None) -> Iterator[str]:
+def postgres_server(database: str | None = None, *, autovacuum: bool = True) -> Iterator[str]:
     """Start a temporary server and yield ``postgresql://postgres@127.0.0.1:PORT/DB``.
+
+    ``autovacuum=False``: the planner's statistics change only where ANALYZE is run (the tests': a keyword
+    search over the budget estimates common words from them, so its plan would depend on when autovacuum
+    came by).
 
     Raises:
         PostgresUnavailableError: no initdb/pg_ctl installed.
@@ -118,6 +122,8 @@ def postgres_server(database: str | None = None) -> Iterator[str]:
         for _attempt in range(5):  # the free port may be taken between probe and bind
             port = free_port()
             options = f"-h 127.0.0.1 -p {port} -k {sockets} -F -c max_connections=200"
+            if not autovacuum:
+                options += " -c autovacuum=off"
             done = subprocess.run(
                 [*prefix, str(bindir / "pg_ctl"), "-D", str(data), "-l", str(log), "-o", options,
                  "-w", "-t", str(START_TIMEOUT_S), "start"],
@@ -154,5 +160,5 @@ def postgres_url() -> Iterator[str]:
             # In CI, `make test` installs PostgreSQL first: a missing server is a broken setup.
             pytest.fail(NO_BINARIES)
         pytest.skip(NO_BINARIES)
-    with postgres_server() as server_url:
+    with postgres_server(autovacuum=False) as server_url:
         yield server_url

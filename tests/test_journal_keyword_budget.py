@@ -634,3 +634,34 @@ def test_postgres_compact_leaves_no_erased_word_in_the_planners_statistics(
         assert "garden" in common_lexemes()
     finally:
         journal.close()
+
+
+def test_postgres_ranks_every_match_of_a_scope_expected_to_hold_few_without_walking_the_journal(
+        request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A word over the budget in a journal of 20 users is not over it in one user's 100 records: with the
+    planner's statistics, the user's search ranks all of their matches, as without a budget, instead of
+    walking the journal's newest matches (all the newest user's) and planning again. A scope of every user's
+    records, where the word's matches are over the budget, still walks."""
+    import langmem_tiers.journal.postgres as postgres
+
+    journal = _open("postgres", tmp_path, request)
+    try:
+        users = []
+        for u in range(20):
+            ns_id = journal.namespace_id(Namespace("s", f"user-{u}")) or 0
+            journal.add_records(ns_id, [NewRecord("turn", f"the trip {u}, day {i}" if i % 5 == 0 else
+                                                  f"garden notes {u}, day {i}") for i in range(100)])
+            users.append(ns_id)
+        _analyzed(journal)
+        walks: list[int] = []
+        real = postgres._newest_matches
+        monkeypatch.setattr(postgres, "_newest_matches", lambda db, lexemes, cap, scope=None:
+                            walks.append(1) or real(db, lexemes, cap, scope))
+        oldest = [users[0]]
+        # 400 'trip' records in 2,000: a share of 50 of them fits 250 records, and the user holds 100.
+        assert _ids(journal, "trip", oldest, 10, budget=50) == _ids(journal, "trip", oldest, 10)
+        assert walks == []
+        assert len(_ids(journal, "trip", users, 10, budget=50)) == 10  # 2,000 records: more than 250
+        assert walks == [1]
+    finally:
+        journal.close()

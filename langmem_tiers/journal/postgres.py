@@ -793,6 +793,8 @@ def _bounded_bm25(db: Sql, terms: Sequence[tuple[str, str]], ns_ids: Sequence[in
     other users').
     """
     counts, lexemes = _journal_counts(db, terms, budget + 1, common)
+    if common is not None and _scope_expected_to_fit(db, counts, common, ns_ids, kinds, budget):
+        return _bm25(db, terms, terms, ns_ids, kinds, k)  # as without a budget: the scope's matches are few
     rows, crowded = _ranked_in_budget(db, terms, lexemes, counts, ns_ids, kinds, k, budget, own=False)
     if crowded:
         counts, _ = _count_matches(db, terms, budget + 1, (ns_ids, kinds))
@@ -847,6 +849,28 @@ def _in_scope(db: Sql, scope: ScopeFilter | None, table: str = "") -> tuple[str,
         sql += f" AND {table}kind = ANY(?)"
         args.append(list(kinds))
     return sql, args
+
+
+def _scope_expected_to_fit(db: Sql, counts: Sequence[TermCount], common: CommonLexemes, ns_ids: Sequence[int],
+                           kinds: Sequence[str] | None, budget: int) -> bool:
+    """Whether a scope whose words are all over the budget in the journal is expected to hold few enough
+    matches of them to rank every one: its records, counted up to the number whose share of the journal's
+    matches fits the budget (the words spread over the journal's records alike).
+
+    Only asked where every word is over the budget, which would walk the words' newest matches in the
+    journal (:func:`_newest_matches`): in a journal shared by many users that walk reads the newest users'
+    matches, none of an older user's, who then plans again on the scope's own (200k records of 20 users,
+    words of 1.7%: 42 ms a search, against 2.4 ranking the user's 10,000 records' every match;
+    BENCHMARKS.md, issue 15, session 55). A user holding most of the journal pays the count (up to the
+    cap) before the walk. Where the user's words are not spread alike (a word of one user's only), more
+    matches than the budget are ranked: the scope's own, exactly, at most the cap's records.
+    """
+    matched = [c.matches for c in counts if c.matches > 0]
+    if not matched or min(matched) <= budget:
+        return False  # a word fits the budget: its matches are ranked, no walk
+    journal_matches = sum(common.matches(c.term, common.rows_cap) or c.matches for c in counts)
+    most = int(budget * common.rows / journal_matches)
+    return most > budget and scope_size(db, ns_ids, kinds, most + 1) <= most
 
 
 def _journal_counts(db: Sql, terms: Sequence[tuple[str, str]], cap: int,

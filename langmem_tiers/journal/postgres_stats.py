@@ -67,6 +67,11 @@ class CommonLexemes:
         """From ``pg_stats``' arrays (``frequencies`` may run past ``lexemes``: the least and greatest follow)."""
         return cls(rows, key, {_hashed(key, tsquery_text(x)): f for x, f in zip(lexemes, frequencies, strict=False)})
 
+    @property
+    def rows_cap(self) -> int:
+        """A cap no estimate reaches (:meth:`matches` uncapped)."""
+        return int(self.rows) + 1
+
     def matches(self, query_text: str, cap: int) -> int | None:
         """Estimated matches (up to ``cap``) of a ``to_tsquery`` text of one lexeme; ``None`` when it is not
         among the commonest (or holds several lexemes): count it."""

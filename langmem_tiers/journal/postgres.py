@@ -38,7 +38,7 @@ from langmem_tiers.journal.base import (
 )
 from langmem_tiers.journal.encryption import ALGORITHM, META_KEY, FieldCipher, cipher_for
 from langmem_tiers.journal.keyword_budget import ScopeFilter, TermCount, crowded_out, plan_terms, recency_windows
-from langmem_tiers.journal.postgres_stats import CommonLexemes, StatsReader
+from langmem_tiers.journal.postgres_stats import JournalStats, StatsReader
 from langmem_tiers.journal.sql_core import Sql, fold_nfc, ids_in_scope, scope_size
 from langmem_tiers.journal.sql_journal import ListingCache, SqlJournal, check_version, finish_migration
 from langmem_tiers.keyring import KeyRing
@@ -780,7 +780,7 @@ def _bm25(db: Sql, matched: Sequence[tuple[str, str]], scoring: Sequence[tuple[s
 
 
 def _bounded_bm25(db: Sql, terms: Sequence[tuple[str, str]], ns_ids: Sequence[int], kinds: Sequence[str] | None,
-                  k: int, budget: int, common: CommonLexemes | None = None) -> list[Any]:
+                  k: int, budget: int, common: JournalStats | None = None) -> list[Any]:
     """A scope larger than ``budget``: rank the records holding the terms :func:`plan_terms` keeps.
 
     A term is a lexeme (``to_tsquery``'s text: two words with one stem are one term, and a stop
@@ -793,7 +793,7 @@ def _bounded_bm25(db: Sql, terms: Sequence[tuple[str, str]], ns_ids: Sequence[in
     other users').
     """
     counts, lexemes = _journal_counts(db, terms, budget + 1, common)
-    if common is not None and _scope_expected_to_fit(db, counts, common, ns_ids, kinds, budget):
+    if common is not None and _scope_expected_to_fit(counts, common, ns_ids, kinds, budget):
         return _bm25(db, terms, terms, ns_ids, kinds, k)  # as without a budget: the scope's matches are few
     rows, crowded = _ranked_in_budget(db, terms, lexemes, counts, ns_ids, kinds, k, budget, own=False)
     if crowded:
@@ -851,30 +851,31 @@ def _in_scope(db: Sql, scope: ScopeFilter | None, table: str = "") -> tuple[str,
     return sql, args
 
 
-def _scope_expected_to_fit(db: Sql, counts: Sequence[TermCount], common: CommonLexemes, ns_ids: Sequence[int],
+def _scope_expected_to_fit(counts: Sequence[TermCount], common: JournalStats, ns_ids: Sequence[int],
                            kinds: Sequence[str] | None, budget: int) -> bool:
     """Whether a scope whose words are all over the budget in the journal is expected to hold few enough
-    matches of them to rank every one: its records, counted up to the number whose share of the journal's
-    matches fits the budget (the words spread over the journal's records alike).
+    matches of them to rank every one: its records, as the statistics estimate them (:meth:`JournalStats.records`),
+    at most the number whose share of the journal's matches fits the budget (the words spread over the
+    journal's records alike).
 
     Only asked where every word is over the budget, which would walk the words' newest matches in the
     journal (:func:`_newest_matches`): in a journal shared by many users that walk reads the newest users'
     matches, none of an older user's, who then plans again on the scope's own (200k records of 20 users,
     words of 1.7%: 42 ms a search, against 2.4 ranking the user's 10,000 records' every match;
-    BENCHMARKS.md, issue 15, session 55). A user holding most of the journal pays the count (up to the
-    cap) before the walk. Where the user's words are not spread alike (a word of one user's only), more
-    matches than the budget are ranked: the scope's own, exactly, at most the cap's records.
+    BENCHMARKS.md, issue 15, session 55). Counting the scope's records instead cost a user of 2,000 sessions
+    ~55 ms. Where the user's words are not spread alike (a word of one user's only), or the estimate is
+    short, more matches than the budget are ranked: the scope's own, exactly.
     """
     matched = [c.matches for c in counts if c.matches > 0]
     if not matched or min(matched) <= budget:
         return False  # a word fits the budget: its matches are ranked, no walk
+    records = common.records(ns_ids, kinds)
     journal_matches = sum(common.matches(c.term, common.rows_cap) or c.matches for c in counts)
-    most = int(budget * common.rows / journal_matches)
-    return most > budget and scope_size(db, ns_ids, kinds, most + 1) <= most
+    return records is not None and records * journal_matches <= budget * common.rows
 
 
 def _journal_counts(db: Sql, terms: Sequence[tuple[str, str]], cap: int,
-                    common: CommonLexemes | None) -> tuple[list[TermCount], list[str]]:
+                    common: JournalStats | None) -> tuple[list[TermCount], list[str]]:
     """As :func:`_count_matches` journal-wide, but a lexeme among the ``common`` ones is estimated from the
     planner's statistics (``oldest`` unknown: 0; :func:`_ranked_in_budget` walks for it where it matters), and
     only the others are counted."""

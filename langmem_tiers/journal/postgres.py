@@ -279,8 +279,8 @@ def _v13_changes_nothing_here(db: Sql) -> None:
 # that filled the list paid the merge. At 100k records and 25,000 one-line adds, searches cost 14.97 / 12.14
 # ms p50 (p95 49.8 / 27.4) with the list against 10.66 / 10.46 (p95 21.9 / 18.7) without, the slowest add
 # 36 ms against 6.5; an add costs a little more at once: 0.81-0.84 ms p50 against 0.75-0.77, and on turns
-# of ~108 words 0.97 against 0.84 (``benchmarks/postgres_gin_pending.py``; BENCHMARKS.md, issue 15,
-# session 55). The list left by older versions is merged here.
+# of ~108 words 0.97-1.09 against 0.84-0.87 (``benchmarks/postgres_gin_pending.py``; BENCHMARKS.md, issue
+# 15, session 55). The list left by older versions is merged here.
 V14_SQL = """
 ALTER INDEX records_tsv SET (fastupdate = off);
 SELECT gin_clean_pending_list('records_tsv'::regclass);

@@ -568,7 +568,7 @@ def _analyzed(journal: Any) -> None:
     """ANALYZE the journal's records (the test server runs no autovacuum) and have the journal read the statistics."""
     with journal._autocommit() as db:
         db.execute("ANALYZE records")
-    journal._common_lexemes.clear()
+    journal._stats.clear()
 
 
 def test_postgres_estimates_the_common_words_from_the_planners_statistics(
@@ -596,14 +596,15 @@ def test_postgres_estimates_the_common_words_from_the_planners_statistics(
         # Only the word no record holds (so not among the commonest) was counted.
         assert counted == [["zanzibar"]]
         with journal._autocommit() as db:
-            common = journal._common_lexemes.get(db)
-        assert common is not None
-        assert common.matches("'weather'", 51) == 51  # 201 records, capped at the budget + 1
-        assert common.matches("'lisbon'", 51) == 31
-        assert common.matches("'zanzibar'", 51) is None
+            stats = journal._stats.get(db)
+        assert stats is not None
+        assert stats.matches("'weather'", 51) == 51  # 201 records, capped at the budget + 1
+        assert stats.matches("'lisbon'", 51) == 31
+        assert stats.matches("'zanzibar'", 51) is None
+        assert stats.records([ns_id]) == 312
         # The process holds the frequencies under keyed hashes: no lexeme of the journal's text.
-        assert all(isinstance(h, bytes) and len(h) == 8 for h in common.frequencies)
-        assert b"lisbon" not in pickle.dumps(common)
+        assert all(isinstance(h, bytes) and len(h) == 8 for h in stats.frequencies)
+        assert b"lisbon" not in pickle.dumps(stats)
     finally:
         journal.close()
 
@@ -627,7 +628,7 @@ def test_postgres_compact_leaves_no_erased_word_in_the_planners_statistics(
 
         assert "zanzibar" in common_lexemes()
         journal.delete_namespaces([erased])
-        assert journal._common_lexemes._held is None  # dropped at the erasure
+        assert journal._stats._held is None  # dropped at the erasure
         assert "zanzibar" in common_lexemes()  # PostgreSQL's own statistics keep it until ANALYZE
         assert journal.compact() is True
         assert "zanzibar" not in common_lexemes()

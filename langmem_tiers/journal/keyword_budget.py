@@ -38,14 +38,16 @@ the memories alone (schema v13): counts, windows and ranking never see a turn, s
 before a thousand turns holding the same word is still found.
 
 The PostgreSQL journal plans with the same functions; its dialect differs where its index does
-(``postgres._bounded_bm25``). A term is a lexeme (``to_tsquery``'s text, so two words of one
-stem count once; an encrypted journal's blind tokens are lexemes of the ``simple``
-configuration). The counts read the GIN index in no order, which stops at ``budget + 1``
-matches; the newest matches, in id order, are read only when every term is over the budget (a
-backward walk of the primary key, O(budget / the term's frequency)), and the recency windows
-are lists of those ids. Its bm25 counts document frequencies among the ranked records, so a
-dropped word costs nothing more than a lookup per ranked record and every query word scores;
-a word whose matches were not all ranked weighs as if its counted matches were among them.
+(``postgres._bounded_bm25``). A term is a lexeme (``to_tsquery``'s text, so two words of one stem count
+once; an encrypted journal's blind tokens are lexemes of the ``simple`` configuration). The counts read
+the GIN index in no order, which stops at ``budget + 1`` matches, except for words the planner's
+statistics hold among the commonest lexemes, which are estimated from them (:mod:`.postgres_stats`; with
+them a scope expected to hold few matches of words over the budget in the journal ranks all of its own,
+``postgres._scope_expected_to_fit``); the newest matches, in id order, are read only when every term is
+over the budget (a backward walk of the primary key, O(budget / the term's frequency)), and the recency
+windows are lists of those ids. Its bm25 counts document frequencies among the ranked records, so a
+dropped word costs nothing more than a lookup per ranked record and every query word scores; a word
+whose matches were not all ranked weighs as if its counted matches were among them.
 """
 
 from __future__ import annotations

@@ -450,7 +450,7 @@ class PostgresJournal(SqlJournal):
         # Names of the sessions this process resolved, to say which one a stale handle lost (memory only).
         self._names: dict[int, Namespace] = {}
         self._listings = ListingCache()  # the newest listing of each scope read (SqlJournal.scope_listing)
-        self._common_lexemes = StatsReader()  # the keyword budget's estimates of common words
+        self._stats = StatsReader()  # the planner's statistics, the keyword budget's estimates
         self._cipher = None
         search_path = f'SET search_path TO "{schema}"'
 
@@ -588,7 +588,7 @@ class PostgresJournal(SqlJournal):
             if budget is None or scope_size(db, ns_ids, kinds, budget + 1) <= budget:
                 rows = _bm25(db, terms, terms, ns_ids, kinds, k)  # every match: a small scope
             else:
-                rows = _bounded_bm25(db, terms, ns_ids, kinds, k, budget, self._common_lexemes.get(db))
+                rows = _bounded_bm25(db, terms, ns_ids, kinds, k, budget, self._stats.get(db))
         return [KeywordHit(int(r[0]), i + 1, float(r[1])) for i, r in enumerate(rows)]
 
     def _query_terms(self, query: str, ns_ids: Sequence[int]) -> list[tuple[str, str]]:
@@ -652,7 +652,7 @@ class PostgresJournal(SqlJournal):
         with self._connection() as conn:
             # No parameters: the simple protocol, no transaction.
             conn.execute("VACUUM (ANALYZE) " + ", ".join(_TABLES))
-        self._common_lexemes.clear()
+        self._stats.clear()
         return True
 
     def residue(self, needles: Sequence[str]) -> dict[str, int]:
@@ -686,7 +686,7 @@ class PostgresJournal(SqlJournal):
         super()._forget_held()
         # What was read before the erasure goes; read again at need, from statistics that keep the erased words'
         # lexemes until the next ANALYZE (compact() runs one).
-        self._common_lexemes.clear()
+        self._stats.clear()
 
     def close(self) -> None:
         with self._lock:
@@ -780,7 +780,7 @@ def _bm25(db: Sql, matched: Sequence[tuple[str, str]], scoring: Sequence[tuple[s
 
 
 def _bounded_bm25(db: Sql, terms: Sequence[tuple[str, str]], ns_ids: Sequence[int], kinds: Sequence[str] | None,
-                  k: int, budget: int, common: JournalStats | None = None) -> list[Any]:
+                  k: int, budget: int, stats: JournalStats | None = None) -> list[Any]:
     """A scope larger than ``budget``: rank the records holding the terms :func:`plan_terms` keeps.
 
     A term is a lexeme (``to_tsquery``'s text: two words with one stem are one term, and a stop
@@ -790,10 +790,11 @@ def _bounded_bm25(db: Sql, terms: Sequence[tuple[str, str]], ns_ids: Sequence[in
     says when some matches were left unranked. Planned on the journal's counts first; where
     :func:`crowded_out` says other scopes' matches (or other kinds') took the scope's place, again on
     the scope's own (a memory search whose newest matches are all turns, or a user's whose are all
-    other users').
+    other users'). With the planner's ``stats``, the journal's matches of the commonest words are estimated,
+    not counted, and a scope they say holds few matches ranks them all (:func:`_scope_expected_to_fit`).
     """
-    counts, lexemes = _journal_counts(db, terms, budget + 1, common)
-    if common is not None and _scope_expected_to_fit(counts, common, ns_ids, kinds, budget):
+    counts, lexemes = _journal_counts(db, terms, budget + 1, stats)
+    if stats is not None and _scope_expected_to_fit(counts, stats, ns_ids, kinds, budget):
         return _bm25(db, terms, terms, ns_ids, kinds, k)  # as without a budget: the scope's matches are few
     rows, crowded = _ranked_in_budget(db, terms, lexemes, counts, ns_ids, kinds, k, budget, own=False)
     if crowded:
@@ -851,7 +852,7 @@ def _in_scope(db: Sql, scope: ScopeFilter | None, table: str = "") -> tuple[str,
     return sql, args
 
 
-def _scope_expected_to_fit(counts: Sequence[TermCount], common: JournalStats, ns_ids: Sequence[int],
+def _scope_expected_to_fit(counts: Sequence[TermCount], stats: JournalStats, ns_ids: Sequence[int],
                            kinds: Sequence[str] | None, budget: int) -> bool:
     """Whether a scope whose words are all over the budget in the journal is expected to hold few enough
     matches of them to rank every one: its records, as the statistics estimate them (:meth:`JournalStats.records`),
@@ -869,23 +870,23 @@ def _scope_expected_to_fit(counts: Sequence[TermCount], common: JournalStats, ns
     matched = [c.matches for c in counts if c.matches > 0]
     if not matched or min(matched) <= budget:
         return False  # a word fits the budget: its matches are ranked, no walk
-    records = common.records(ns_ids, kinds)
-    journal_matches = sum(common.matches(c.term, common.rows_cap) or c.matches for c in counts)
-    return records is not None and records * journal_matches <= budget * common.rows
+    records = stats.records(ns_ids, kinds)
+    journal_matches = sum(stats.matches(c.term, stats.rows_cap) or c.matches for c in counts)
+    return records is not None and records * journal_matches <= budget * stats.rows
 
 
 def _journal_counts(db: Sql, terms: Sequence[tuple[str, str]], cap: int,
-                    common: JournalStats | None) -> tuple[list[TermCount], list[str]]:
-    """As :func:`_count_matches` journal-wide, but a lexeme among the ``common`` ones is estimated from the
-    planner's statistics (``oldest`` unknown: 0; :func:`_ranked_in_budget` walks for it where it matters), and
+                    stats: JournalStats | None) -> tuple[list[TermCount], list[str]]:
+    """As :func:`_count_matches` journal-wide, but a lexeme ``stats`` hold among the commonest is estimated
+    from the planner's statistics (``oldest`` unknown: 0; :func:`_ranked_in_budget` walks for it where it matters), and
     only the others are counted."""
-    if common is None:
+    if stats is None:
         return _count_matches(db, terms, cap)
     args = [[c for c, _ in terms], [ts_query("", [w]) for _, w in terms]]
     lexemes = [str(r[0]) for r in db.all(
         "SELECT to_tsquery(t.config::regconfig, t.word)::text "
         "FROM unnest(?::text[], ?::text[]) WITH ORDINALITY AS t(config, word, i) ORDER BY t.i", args)]
-    estimated = {x: TermCount(x, n, 0) for x in lexemes if x and (n := common.matches(x, cap)) is not None}
+    estimated = {x: TermCount(x, n, 0) for x in lexemes if x and (n := stats.matches(x, cap)) is not None}
     rest = [t for t, x in zip(terms, lexemes, strict=True) if x and x not in estimated]
     counted = {c.term: c for c in (_count_matches(db, rest, cap)[0] if rest else [])}
     by_lexeme = {**estimated, **counted}

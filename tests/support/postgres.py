@@ -148,7 +148,10 @@ def postgres_server(database: str | None = None, *, autovacuum: bool = True) -> 
 
 @contextlib.contextmanager
 def postgres_url() -> Iterator[str]:
-    """``LANGMEM_TIERS_TEST_PG_URL`` when set, else a temporary server; skips the test when neither exists."""
+    """``LANGMEM_TIERS_TEST_PG_URL`` when set, else a temporary server without autovacuum (see
+    :func:`postgres_server`); skips the test when neither exists. A server of your own needs ``pageinspect``
+    (contrib) and a superuser for the GIN tests, and with autovacuum on, a keyword test's plan may change
+    when it analyzes a test's table."""
     url = os.environ.get(ENV_URL)
     if url:
         yield url

@@ -924,33 +924,16 @@ def _newest_matches(db: Sql, lexemes: Sequence[str], cap: int,
                     scope: ScopeFilter | None = None) -> dict[str, list[int]]:
     """Each lexeme's newest ``cap`` matches in the whole journal (or in ``scope``), newest first.
 
-    One backward walk of the primary key over the records matching any of the lexemes still short of
-    ``cap``, read in chunks until each has ``cap`` (or the journal ends): O(cap / the rarest one's
-    frequency) rows, visited once. A walk per lexeme visited the recent records once for each (two
-    common words at 1M messages in 10,000 sessions: ~44 ms of a ~100 ms keyword search). A lexeme
-    leaves the walk once it has its ``cap``: kept in, a word of half the records filled every chunk
-    with its own matches while a rare one's were sought (200k records of one user, "trip" beside two
-    words of 1.7%: 92 ms a search against 49.5 once it leaves, on an analyzed table; BENCHMARKS.md,
-    session 54).
+    A statement per lexeme, each planned for its own word: the planner walks the primary key backwards
+    for a common one (O(cap / its frequency) rows) and sorts a rarer one's matches from the GIN index.
+    One walk for all the words, each leaving it once it had its ``cap`` (sessions 9-54), read every
+    word's matches in each chunk and could only walk: two words of 1.7%, their newest 2,001 each, 29.6 ms
+    against 9.8 at 200k records, 58.8 against 46.7 at 1M (analyzed tables; a throwaway probe, BENCHMARKS.md,
+    issue 15, session 55).
     """
-    found: dict[str, list[int]] = {x: [] for x in lexemes}
     where, where_args = _in_scope(db, scope)
-    below: list[int] = []
-    while True:
-        pending = [x for x in lexemes if len(found[x]) < cap]
-        tests = ", ".join("tsv @@ ?::tsquery" for _ in pending)
-        either = " || ".join("?::tsquery" for _ in pending)
-        chunk = cap * len(pending)
-        rows = db.all(f"SELECT id, {tests} FROM records WHERE tsv @@ ({either}){where}"
-                      f"{' AND id < ?' if below else ''} ORDER BY id DESC LIMIT ?",
-                      [*pending, *pending, *where_args, *below, chunk])
-        for row in rows:
-            for x, holds in zip(pending, row[1:], strict=True):
-                if holds and len(found[x]) < cap:
-                    found[x].append(int(row[0]))
-        if len(rows) < chunk or all(len(ids) >= cap for ids in found.values()):
-            return found
-        below = [int(rows[-1][0])]
+    sql = f"SELECT id FROM records WHERE tsv @@ ?::tsquery{where} ORDER BY id DESC LIMIT ?"
+    return {x: [int(r[0]) for r in db.all(sql, [x, *where_args, cap])] for x in lexemes}
 
 
 def _rollback(conn: Conn, error: type[Exception]) -> None:

@@ -18,7 +18,8 @@ where the unbounded one found k, the searches planned again on the scope's own m
 (``keyword_budget.crowded_out``; absent in trees before it), and the budgeted search's p50 / p95 ms. The
 unbounded search's time is printed beside it, not a target. Before/after: run each tree's copy of the
 package with ``PYTHONPATH``. ``--walk-probe`` times instead how a search planned again walks its scope's
-matches on SQLite (``MAX_SCOPE_TERMS``). ``--budget N`` sets the journal's keyword budget;
+matches on SQLite (``MAX_SCOPE_TERMS``), and on PostgreSQL how each question's words' newest matches are
+read (``_newest_matches``). ``--budget N`` sets the journal's keyword budget;
 ``--common-word`` adds "the trip" to every question, a word of about half the filler lines.
 """
 
@@ -145,6 +146,24 @@ def walk_probe(journal: SqliteJournal, by_user: dict[str, list[int]], words: lis
     return rows
 
 
+def postgres_walk_probe(journal: Any, queries: list[str]) -> list[dict[str, Any]]:
+    """PostgreSQL: each question's words' newest budget + 1 matches in the journal, as a search whose every word is
+    over the budget reads them (``postgres._newest_matches``); run each tree's copy with ``PYTHONPATH``."""
+    cap = (journal.keyword_budget or 0) + 1
+    took = []
+    with journal._autocommit() as db:
+        for q in queries:
+            lexemes = [str(db.one("SELECT to_tsquery('english', ?)::text", [w])[0]) for w in search_terms(q)]
+            lexemes = [x for x in lexemes if x]
+            t = time.perf_counter()
+            postgres_module._newest_matches(db, lexemes, cap)
+            took.append((time.perf_counter() - t) * 1000)
+    rows = [{"words_per_question": len(lexemes), "questions": len(queries),
+             "newest_matches_ms_p50": round(statistics.median(took), 2), "ms_p95": round(pct(took, 0.95), 2)}]
+    print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=200_000)
@@ -159,12 +178,11 @@ def main() -> None:
     parser.add_argument("--common-word", action="store_true",
                         help="questions that also hold 'trip', a word of about half the filler lines")
     parser.add_argument("--walk-probe", action="store_true",
-                        help="SQLite: instead of the searches, time counting a word's matches in the first N "
-                             "sessions narrowed by scope terms and looked up (MAX_SCOPE_TERMS)")
+                        help="instead of the searches: SQLite, time counting a word's matches in the first N "
+                             "sessions narrowed by scope terms and looked up (MAX_SCOPE_TERMS); PostgreSQL, "
+                             "time reading each question's words' newest matches (_newest_matches)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
-    if args.walk_probe and args.postgres:
-        parser.error("--walk-probe times SQLite's two ways; it takes no --postgres")
     with contextlib.ExitStack() as stack:
         if args.postgres:
             from tests.support.postgres import postgres_server
@@ -190,7 +208,9 @@ def main() -> None:
         queries = [filler_question(rng, plain=True) for _ in range(args.queries)]
         if args.common_word:
             queries = [q.replace("What about ", "What about the trip, ") for q in queries]
-        if args.walk_probe:
+        if args.walk_probe and args.postgres:
+            rows = postgres_walk_probe(journal, queries)
+        elif args.walk_probe:
             words = [w for q in queries for w in search_terms(q) if w not in ("what", "about", "and")][:6]
             rows = walk_probe(journal, by_user, words)
         else:

@@ -927,9 +927,9 @@ def _newest_matches(db: Sql, lexemes: Sequence[str], cap: int,
     A statement per lexeme, each planned for its own word: the planner walks the primary key backwards
     for a common one (O(cap / its frequency) rows) and sorts a rarer one's matches from the GIN index.
     One walk for all the words, each leaving it once it had its ``cap`` (sessions 9-54), read every
-    word's matches in each chunk and could only walk: two words of 1.7%, their newest 2,001 each, 29.6 ms
-    against 9.8 at 200k records, 58.8 against 46.7 at 1M (analyzed tables; a throwaway probe, BENCHMARKS.md,
-    issue 15, session 55).
+    word's matches in each chunk and could only walk: two words of 1.7%, their newest 2,001 each, 32.4 ms
+    against 4.7 at 200k records, 50.1 against 42.1 at 1M (analyzed tables; ``benchmarks/shared_journal.py
+    --postgres --walk-probe``, BENCHMARKS.md, issue 15, session 55).
     """
     where, where_args = _in_scope(db, scope)
     sql = f"SELECT id FROM records WHERE tsv @@ ?::tsquery{where} ORDER BY id DESC LIMIT ?"

@@ -44,10 +44,11 @@ the GIN index in no order, which stops at ``budget + 1`` matches, except for wor
 statistics hold among the commonest lexemes, which are estimated from them (:mod:`.postgres_stats`; with
 them a scope expected to hold few matches of words over the budget in the journal ranks all of its own,
 ``postgres._scope_expected_to_fit``); the newest matches, in id order, are read only when every term is
-over the budget (a backward walk of the primary key, O(budget / the term's frequency)), and the recency
-windows are lists of those ids. Its bm25 counts document frequencies among the ranked records, so a
-dropped word costs nothing more than a lookup per ranked record and every query word scores; a word
-whose matches were not all ranked weighs as if its counted matches were among them.
+over the budget (a statement per term, which the planner answers by a backward walk of the primary key,
+O(budget / the term's frequency), or by sorting a rarer term's matches), and the recency windows are
+lists of those ids. Its bm25 counts document frequencies among the ranked records, so a dropped word
+costs nothing more than a lookup per ranked record and every query word scores; a word whose matches
+were not all ranked weighs as if its counted matches were among them.
 """
 
 from __future__ import annotations

@@ -69,10 +69,6 @@ FIRST_WINDOW_SHARE = 4
 COUNTS_KEPT = 4_096
 
 
-# A keyword search's scope as a journal filters it: its namespaces, and the kinds asked (``None``: every kind).
-ScopeFilter = tuple[Sequence[int], Sequence[str] | None]
-
-
 @dataclass(frozen=True, slots=True)
 class TermCount:
     """One query term's matches in the searched scope, counted up to ``budget + 1``.

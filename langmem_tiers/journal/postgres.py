@@ -37,9 +37,9 @@ from langmem_tiers.journal.base import (
     search_terms,
 )
 from langmem_tiers.journal.encryption import ALGORITHM, META_KEY, FieldCipher, cipher_for
-from langmem_tiers.journal.keyword_budget import ScopeFilter, TermCount, crowded_out, plan_terms, recency_windows
+from langmem_tiers.journal.keyword_budget import TermCount, crowded_out, plan_terms, recency_windows
 from langmem_tiers.journal.postgres_stats import JournalStats, StatsReader
-from langmem_tiers.journal.sql_core import Sql, fold_nfc, ids_in_scope, scope_size
+from langmem_tiers.journal.sql_core import ScopeFilter, Sql, fold_nfc, ids_in_scope, in_scope, scope_size
 from langmem_tiers.journal.sql_journal import ListingCache, SqlJournal, check_version, finish_migration
 from langmem_tiers.keyring import KeyRing
 
@@ -769,7 +769,7 @@ def _bm25(db: Sql, matched: Sequence[tuple[str, str]], scoring: Sequence[tuple[s
         scope = " AND r.id = ANY(?)"
         args.append(list(ids))
     else:
-        scope, scope_args = _in_scope(db, (ns_ids, kinds), "r.")
+        scope, scope_args = in_scope(db, (ns_ids, kinds), "r.")
         args += scope_args
     args += [[c for c, _ in scoring], [ts_query("", [w]) for _, w in scoring]]
     weights = BM25_AMONG_HITS
@@ -838,20 +838,6 @@ def _ranked_in_budget(db: Sql, terms: Sequence[tuple[str, str]], lexemes: Sequen
     return rows, not own and crowded_out(plan, counts, walked, len(rows), k)
 
 
-def _in_scope(db: Sql, scope: ScopeFilter | None, table: str = "") -> tuple[str, list[Any]]:
-    """The conditions (each led by ``AND``) that keep a statement on ``records`` (named ``table``, as ``"r."``) to
-    ``scope`` (its namespaces and kinds; ``None``: the whole journal), and their arguments."""
-    if scope is None:
-        return "", []
-    ns_ids, kinds = scope
-    members, args = db.in_(list(ns_ids))
-    sql = f" AND {table}ns {members}"
-    if kinds:
-        sql += f" AND {table}kind = ANY(?)"
-        args.append(list(kinds))
-    return sql, args
-
-
 def _scope_expected_to_fit(counts: Sequence[TermCount], stats: JournalStats, ns_ids: Sequence[int],
                            kinds: Sequence[str] | None, budget: int) -> bool:
     """Whether a scope whose words are all over the budget in the journal is expected to hold few enough
@@ -863,9 +849,10 @@ def _scope_expected_to_fit(counts: Sequence[TermCount], stats: JournalStats, ns_
     journal (:func:`_newest_matches`): in a journal shared by many users that walk reads the newest users'
     matches, none of an older user's, who then plans again on the scope's own (200k records of 20 users,
     words of 1.7%: 42 ms a search, against 2.4 ranking the user's 10,000 records' every match;
-    BENCHMARKS.md, issue 15, session 55). Counting the scope's records instead cost a user of 2,000 sessions
-    ~55 ms. Where the user's words are not spread alike (a word of one user's only), or the estimate is
-    short, more matches than the budget are ranked: the scope's own, exactly.
+    BENCHMARKS.md, issue 15, session 55). Counting the scope's records instead made one user's search of
+    2,000 sessions cost 90-93 ms against 36.6 (commit dd146d4). Where the user's words are not spread alike
+    (a word of one user's only), or the estimate is short, more matches than the budget are ranked: the
+    scope's own, exactly.
     """
     matched = [c.matches for c in counts if c.matches > 0]
     if not matched or min(matched) <= budget:
@@ -907,7 +894,7 @@ def _count_matches(db: Sql, terms: Sequence[tuple[str, str]], cap: int,
     growing with history, and walking other users' matches in a shared journal), paid only when
     the journal's counts left the scope short (:func:`crowded_out`).
     """
-    where, where_args = _in_scope(db, scope)
+    where, where_args = in_scope(db, scope)
     one = ("SELECT {i}, to_tsquery('{config}'::regconfig, ?)::text, count(*), coalesce(min(id), 0) FROM ("
            "SELECT id FROM records WHERE tsv @@ to_tsquery('{config}'::regconfig, ?)" + where + " LIMIT ?) s{i}")
     args: list[Any] = []
@@ -931,7 +918,7 @@ def _newest_matches(db: Sql, lexemes: Sequence[str], cap: int,
     against 4.7 at 200k records, 50.1 against 42.1 at 1M (analyzed tables; ``benchmarks/shared_journal.py
     --postgres --walk-probe``, BENCHMARKS.md, issue 15, session 55).
     """
-    where, where_args = _in_scope(db, scope)
+    where, where_args = in_scope(db, scope)
     sql = f"SELECT id FROM records WHERE tsv @@ ?::tsquery{where} ORDER BY id DESC LIMIT ?"
     return {x: [int(r[0]) for r in db.all(sql, [x, *where_args, cap])] for x in lexemes}
 

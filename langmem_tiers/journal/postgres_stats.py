@@ -2,7 +2,8 @@
 
 Over the keyword budget a search plans on each query word's matches in the journal (``keyword_budget``).
 Counting a word's matches in the GIN index reads the heap row of every match up to the budget + 1 (GIN
-keeps no counts, and each match's visibility is checked), ~1.2 ms a word of 1.7% at 100k records. For the
+keeps no counts, and each match's visibility is checked): ~1.2 ms a word of 1.7% at 100k records (an
+``EXPLAIN ANALYZE`` in a throwaway probe; BENCHMARKS.md, issue 15, session 55). For the
 words the planner's statistics hold among the most common lexemes (``pg_stats.most_common_elems`` of
 ``records.tsv``, the ~1,000 commonest in ANALYZE's sample of 30,000 records at the default statistics
 target), the estimate is exact enough for a plan that only asks "fits the budget, or not, and which is
@@ -11,7 +12,8 @@ every one of them, and counted as before (few matches, so cheap).
 
 A scope's records are estimated as the planner estimates them, from the ``ns`` and ``kind`` columns'
 statistics: a session among the most common values has its sampled share, any other an equal part of
-the rest (counting them instead bound all of a user's sessions: 2,000 sessions, ~55 ms).
+the rest. Counting them instead bound all of a user's sessions: one user's 200k records in 2,000 sessions
+searched in 90-93 ms against 36.6 (``benchmarks/shared_journal.py --postgres``, commit dd146d4).
 
 What this process holds: the lexemes' frequencies, each under a keyed hash of its lexeme (a key of this
 process), never a lexeme; and the shares of session ids and kinds. PostgreSQL itself keeps the lexemes

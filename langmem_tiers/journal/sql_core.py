@@ -204,6 +204,25 @@ def insert_records(db: Sql, ns_id: int, records: Sequence[NewRecord], codec: Row
 SCOPE_SIZE_FIRST_CHUNK = 32
 
 
+# A keyword search's scope as a journal filters it: its namespaces, and the kinds asked (``None``: every kind).
+ScopeFilter = tuple[Sequence[int], Sequence[str] | None]
+
+
+def in_scope(db: Sql, scope: ScopeFilter | None, table: str = "") -> tuple[str, list[Any]]:
+    """The conditions (each led by `` AND``) that keep a statement on ``records`` (named ``table``, as ``"r."``)
+    to ``scope`` (its namespaces and kinds; ``None``: the whole journal, no condition), and their arguments."""
+    if scope is None:
+        return "", []
+    ns_ids, kinds = scope
+    members, args = db.in_(list(ns_ids))
+    sql = f" AND {table}ns {members}"
+    if kinds:
+        kind_members, kind_args = db.in_(list(kinds))
+        sql += f" AND {table}kind {kind_members}"
+        args += kind_args
+    return sql, args
+
+
 def ids_in_scope(db: Sql, ids: Sequence[int], sessions: set[int], kinds: set[str] | None) -> set[int]:
     """Those of ``ids`` whose records are in ``sessions`` (and of ``kinds``; ``None``: any): read by primary key
     and tested here. A statement naming a scope's namespaces beside a few ids gets plans that walk the scope's

@@ -38,7 +38,6 @@ from langmem_tiers.journal.base import (
 )
 from langmem_tiers.journal.encryption import ALGORITHM, META_KEY, FieldCipher, RowCodec, cipher_for
 from langmem_tiers.journal.keyword_budget import (
-    ScopeFilter,
     TermCount,
     TermCounts,
     counted_since,
@@ -46,7 +45,7 @@ from langmem_tiers.journal.keyword_budget import (
     plan_terms,
     recency_windows,
 )
-from langmem_tiers.journal.sql_core import Sql, fold_nfc, ids_in_scope, scope_size
+from langmem_tiers.journal.sql_core import ScopeFilter, Sql, fold_nfc, ids_in_scope, in_scope, scope_size
 from langmem_tiers.journal.sql_journal import ListingCache, SqlJournal, check_version, finish_migration
 from langmem_tiers.keyring import KeyRing
 
@@ -395,7 +394,6 @@ INSERT INTO records_memory_fts (records_memory_fts) VALUES ('rebuild');
 RECORDS_INDEX = "records_fts"
 MEMORY_INDEX = "records_memory_fts"
 KEYWORD_INDEXES = (RECORDS_INDEX, MEMORY_INDEX)
-
 
 
 def _v14_changes_nothing_here(db: Sql) -> None:
@@ -993,17 +991,13 @@ class SqliteJournal(SqlJournal):
     def _ranked_joined(db: Sql, match: str, ns_ids: Sequence[int], k: int, kinds: Sequence[str] | None,
                        floor: int, index: str = RECORDS_INDEX) -> list[Any]:
         """:meth:`_ranking`'s way for a scope holding a small part of the journal: every match joined, then ranked."""
-        members, args = db.in_(list(ns_ids))
+        scope, scope_args = in_scope(db, (ns_ids, kinds), "r.")
         sql = (f"SELECT r.id, bm25({index}, 1.0, 0.0) AS score FROM {index} "
-               f"JOIN records r ON r.id = {index}.rowid WHERE {index} MATCH ? AND r.ns {members}")
-        args = [match, *args]
+               f"JOIN records r ON r.id = {index}.rowid WHERE {index} MATCH ?{scope}")
+        args = [match, *scope_args]
         if floor:
             sql += f" AND {index}.rowid >= ?"
             args.append(floor)
-        if kinds:
-            kind_members, kind_args = db.in_(list(kinds))
-            sql += f" AND r.kind {kind_members}"
-            args += kind_args
         return db.all(sql + " ORDER BY score, r.id DESC LIMIT ?", [*args, k])
 
     @staticmethod
@@ -1122,18 +1116,12 @@ def _matching(db: Sql, match: str, index: str, scope: ScopeFilter | None) -> tup
     ``{index}.rowid`` may follow."""
     if scope is None:
         return f"SELECT {index}.rowid AS id FROM {index} WHERE {index} MATCH ?", [match]
-    ns_ids, kinds = scope
-    match = narrowed(match, ns_ids)  # when it narrows, the lookups below only confirm (and test the kinds)
-    members, args = db.in_(list(ns_ids))
+    match = narrowed(match, scope[0])  # when it narrows, the lookups below only confirm (and test the kinds)
+    conditions, args = in_scope(db, scope, "r.")
     # CROSS JOIN keeps FTS5 outside: SQLite would otherwise walk every record of the scope's namespaces.
     sql = (f"SELECT {index}.rowid AS id FROM {index} CROSS JOIN records r ON r.id = {index}.rowid "
-           f"WHERE {index} MATCH ? AND r.ns {members}")
-    args = [match, *args]
-    if kinds:
-        kind_members, kind_args = db.in_(list(kinds))
-        sql += f" AND r.kind {kind_members}"
-        args += kind_args
-    return sql, args
+           f"WHERE {index} MATCH ?{conditions}")
+    return sql, [match, *args]
 
 
 def _hits(rows: Sequence[Any]) -> list[KeywordHit]:

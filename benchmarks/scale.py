@@ -44,7 +44,7 @@ phase and its peak since it started, beside this process's.
 ``--breakdown`` adds, after the samples, as many more context() calls with every journal read, the
 embedder, the in-process vector index's search and Python's garbage collector timed apart: the row's
 ``breakdown_ms`` is the mean ms per context() call of each (they nest: the index's search includes any
-journal read it makes). The timing wrappers cost a little themselves, so these calls are not the
+journal read it makes), ``breakdown_calls`` the mean calls of each per context(). The timing wrappers cost a little themselves, so these calls are not the
 row's latency figures.
 
 ``--reuse FOLDER`` measures on a folder an earlier run filled (each run prints its folder): a 1M
@@ -303,12 +303,14 @@ def measure(size: int, vectors: bool, samples: int, layout: str, per_session: in
             memory.add("assistant", line(rng))
             memory.flush()
         parts: dict[str, float] = {}  # ms per part, over the breakdown's calls
+        part_calls: dict[str, int] = {}
         if breakdown:
             questions = [filler_question(rng, plain_questions) for _ in range(samples)]
             with timed_parts(memory) as counters:
                 for question in questions:
                     memory.context(question)
             parts = {name: sec * 1000 for name, sec in counters.seconds.items()}
+            part_calls = dict(counters.calls)
         total = memory.journal.count_messages()
         mark("end")
         with memory.journal._autocommit() as db:  # type: ignore[attr-defined]
@@ -343,6 +345,7 @@ def measure(size: int, vectors: bool, samples: int, layout: str, per_session: in
         row["chroma_server_peak_rss_mb"] = round(rss_kib(server)[1] / 1024)
     if parts:
         row["breakdown_ms"] = {name: round(ms / samples, 2) for name, ms in sorted(parts.items(), key=lambda p: -p[1])}
+        row["breakdown_calls"] = {name: round(part_calls[name] / samples, 2) for name in row["breakdown_ms"]}
     return row
 
 

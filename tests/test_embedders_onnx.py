@@ -73,14 +73,6 @@ def test_the_export_is_made_once_and_reused(cache: Path, monkeypatch: pytest.Mon
     assert not [p for p in (cache / "onnx").iterdir() if p.name.startswith(".export-")]  # no temp folder left
 
 
-def test_the_runtime_threads_sleep_between_runs(cache: Path) -> None:
-    """Spinning threads would hold the cores a request's other work needs (onnx_runtime.SPIN_CONFIG)."""
-    (folder,) = (cache / "onnx").iterdir()
-    options = onnx_runtime.OnnxModel(folder)._session.get_session_options()
-    for key in ("session.intra_op.allow_spinning", "session.inter_op.allow_spinning"):
-        assert options.get_session_config_entry(key) == "0", key
-
-
 def test_a_changed_model_folder_has_another_fingerprint(tmp_path: Path) -> None:
     model = tmp_path / "model"
     shutil.copytree(local_mod.packaged_model_path(), model)

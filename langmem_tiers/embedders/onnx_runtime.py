@@ -24,11 +24,6 @@ from langmem_tiers.errors import RecallError
 # synthetic shapes: 9.3, 13.4, 14.1 (a run ~1.4-2.1 ms, a slot ~0.15 ms); the median.
 RUN_OVERHEAD_TOKENS = 13
 
-# onnxruntime's pool threads spin after each run, waiting for the next (its default), on the cores that
-# the rest of a request needs: the journal's and the Chroma server's processes on a deployment's host,
-# the add path beside ingest's embedding. Off, they sleep between runs (BENCHMARKS.md, issue 15, session 56).
-SPIN_CONFIG = {"session.intra_op.allow_spinning": "0", "session.inter_op.allow_spinning": "0"}
-
 # One loaded model per exported folder per process: several memories share it (as _MODELS does for torch).
 _LOADED: dict[str, OnnxModel] = {}
 _LOADED_LOCK = threading.Lock()
@@ -79,10 +74,7 @@ class OnnxModel:
             self._inputs.no_padding()
             self._pad_id = int(manifest["pad_id"])
             self.special_tokens = self._inputs.num_special_tokens_to_add(False)
-            options = onnxruntime.SessionOptions()
-            for key, value in SPIN_CONFIG.items():
-                options.add_session_config_entry(key, value)
-            self._session = onnxruntime.InferenceSession(str(folder / "model.onnx"), sess_options=options,
+            self._session = onnxruntime.InferenceSession(str(folder / "model.onnx"),
                                                          providers=["CPUExecutionProvider"])
         except Exception as e:
             raise RecallError(f"could not load the ONNX model in {folder}: {e}") from e

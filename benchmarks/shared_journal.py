@@ -14,7 +14,8 @@ searched over all of the user's sessions (the user scope), k = ``--k``, twice: e
 without one (``keyword_budget = None``: every match ranked, the truth of how many the scope holds).
 
 A row per user (oldest first): the budgeted search's mean hits, how many searches came back short of k
-where the unbounded one found k, the searches planned again on the scope's own matches
+where the unbounded one found k, the share of the unbounded search's hits it also found (mean over the
+questions; from session 56), the searches planned again on the scope's own matches
 (``keyword_budget.crowded_out``; absent in trees before it), and the budgeted search's p50 / p95 ms. The
 unbounded search's time is printed beside it, not a target. Before/after: run each tree's copy of the
 package with ``PYTHONPATH``. ``--walk-probe`` times instead how a search planned again walks its scope's
@@ -93,11 +94,11 @@ def replans_counted() -> Iterator[list[int]]:
 
 
 def search(journal: Any, query: str, ns_ids: list[int], k: int, kinds: list[str] | None,
-           budget: Any) -> tuple[int, float]:
+           budget: Any) -> tuple[list[int], float]:
     journal.keyword_budget = budget
     t = time.perf_counter()
     hits = journal.keyword_search(query, ns_ids, k, kinds)
-    return len(hits), (time.perf_counter() - t) * 1000
+    return [h.record_id for h in hits], (time.perf_counter() - t) * 1000
 
 
 def measure(journal: Any, by_user: dict[str, list[int]], queries: list[str], k: int) -> list[dict[str, Any]]:
@@ -105,18 +106,21 @@ def measure(journal: Any, by_user: dict[str, list[int]], queries: list[str], k: 
     rows = []
     for user, ns_ids in by_user.items():
         for label, kinds in (("every kind", None), ("facts", ["fact"])):
-            found, short, took, unbounded_ms = [], 0, [], []
+            found, short, took, unbounded_ms, shared = [], 0, [], [], []
             with replans_counted() as replans:
                 for q in queries:
-                    n, ms = search(journal, q, ns_ids, k, kinds, budget)
-                    found.append(n)
+                    hits, ms = search(journal, q, ns_ids, k, kinds, budget)
+                    found.append(len(hits))
                     took.append(ms)
                     truth, ms = search(journal, q, ns_ids, k, kinds, None)
                     unbounded_ms.append(ms)
-                    short += n < k <= truth
+                    short += len(hits) < k <= len(truth)
+                    if truth:
+                        shared.append(len(set(hits) & set(truth)) / len(truth))
             journal.keyword_budget = budget
             rows.append({"user": user, "kinds": label, "sessions": len(ns_ids), "mean_hits": statistics.mean(found),
                          "short_of_k": short, "searches": len(queries), "replanned": replans[0],
+                         "unbounded_hits_kept": round(statistics.mean(shared), 3) if shared else None,
                          "p50_ms": round(statistics.median(took), 2), "p95_ms": round(pct(took, 0.95), 2),
                          "unbounded_p50_ms": round(statistics.median(unbounded_ms), 2)})
             print(json.dumps(rows[-1]), flush=True)

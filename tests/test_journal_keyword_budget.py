@@ -599,7 +599,7 @@ def test_postgres_estimates_the_common_words_from_the_planners_statistics(
         assert stats.matches("'weather'", 51) == 51  # 201 records, capped at the budget + 1
         assert stats.matches("'lisbon'", 51) == 31
         assert stats.matches("'zanzibar'", 51) is None
-        assert stats.records([ns_id]) == 312
+        assert (round(stats.rows), stats.share([ns_id]), stats.share([ns_id + 1])) == (312, 1.0, 0.0)
         # The process holds the frequencies under keyed hashes: no lexeme of the journal's text.
         assert all(isinstance(h, bytes) and len(h) == 8 for h in stats.frequencies)
         assert b"lisbon" not in pickle.dumps(stats)
@@ -662,5 +662,36 @@ def test_postgres_ranks_every_match_of_a_scope_expected_to_hold_few_without_walk
         assert walks == []
         assert len(_ids(journal, "trip", users, 10, budget=50)) == 10  # 2,000 records: more than 250
         assert walks == [1]
+    finally:
+        journal.close()
+
+
+def test_postgres_plans_on_the_matches_expected_in_the_scope(
+        request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A user's plan is the matches expected in their share of a shared journal, not the journal's: a word over
+    the budget in the journal (trip: 400 of 2,000 records) but not in one user's 100 records is kept beside a
+    rarer word that fits either way (kayak), so the search gets the unbounded hits at once, without planning
+    again on the scope's own counts."""
+    import langmem_tiers.journal.postgres as postgres
+
+    journal = _open("postgres", tmp_path, request)
+    try:
+        users = []
+        for u in range(20):
+            ns_id = journal.namespace_id(Namespace("s", f"user-{u}")) or 0
+            journal.add_records(ns_id, [NewRecord("turn", f"kayak and the trip {u}" if i == 3 and u < 10 else
+                                                  f"the trip {u}, day {i}" if i % 5 == 0 else
+                                                  f"garden notes {u}, day {i}") for i in range(100)])
+            users.append(ns_id)
+        _analyzed(journal)
+        scoped_counts: list[int] = []
+        real = postgres._count_matches
+        monkeypatch.setattr(postgres, "_count_matches", lambda db, terms, cap, scope=None:
+                            scoped_counts.append(scope is not None) or real(db, terms, cap, scope))
+        oldest = [users[0]]
+        unbounded = _ids(journal, "kayak trip", oldest, 10)
+        assert len(unbounded) == 10
+        assert _ids(journal, "kayak trip", oldest, 10, budget=50) == unbounded
+        assert not any(scoped_counts)  # planned once, on the estimates (a plan again counts the scope)
     finally:
         journal.close()

@@ -42,8 +42,8 @@ The PostgreSQL journal plans with the same functions; its dialect differs where 
 once; an encrypted journal's blind tokens are lexemes of the ``simple`` configuration). The counts read
 the GIN index in no order, which stops at ``budget + 1`` matches, except for words the planner's
 statistics hold among the commonest lexemes, which are estimated from them (:mod:`.postgres_stats`; with
-them a scope expected to hold few matches of words over the budget in the journal ranks all of its own,
-``postgres._scope_expected_to_fit``); the newest matches, in id order, are read only when every term is
+them each count is scaled to the matches expected in the scope, its share of the records, and the plan is
+the scope's: ``postgres._expected_in_scope``); the newest matches, in id order, are read only when every term is
 over the budget (a statement per term, which the planner answers by a backward walk of the primary key,
 O(budget / the term's frequency), or by sorting a rarer term's matches), and the recency windows are
 lists of those ids. Its bm25 counts document frequencies among the ranked records, so a dropped word

@@ -791,11 +791,11 @@ def _bounded_bm25(db: Sql, terms: Sequence[tuple[str, str]], ns_ids: Sequence[in
     :func:`crowded_out` says other scopes' matches (or other kinds') took the scope's place, again on
     the scope's own (a memory search whose newest matches are all turns, or a user's whose are all
     other users'). With the planner's ``stats``, the journal's matches of the commonest words are estimated,
-    not counted, and a scope they say holds few matches ranks them all (:func:`_scope_expected_to_fit`).
+    not counted, and the plan is on the matches expected in the scope (:func:`_expected_in_scope`).
     """
     counts, lexemes = _journal_counts(db, terms, budget + 1, stats)
-    if stats is not None and _scope_expected_to_fit(counts, stats, ns_ids, kinds, budget):
-        return _bm25(db, terms, terms, ns_ids, kinds, k)  # as without a budget: the scope's matches are few
+    if stats is not None:
+        counts = _expected_in_scope(counts, stats, ns_ids, kinds, budget + 1)
     rows, crowded = _ranked_in_budget(db, terms, lexemes, counts, ns_ids, kinds, k, budget, own=False)
     if crowded:
         counts, _ = _count_matches(db, terms, budget + 1, (ns_ids, kinds))
@@ -838,28 +838,32 @@ def _ranked_in_budget(db: Sql, terms: Sequence[tuple[str, str]], lexemes: Sequen
     return rows, not own and crowded_out(plan, counts, walked, len(rows), k)
 
 
-def _scope_expected_to_fit(counts: Sequence[TermCount], stats: JournalStats, ns_ids: Sequence[int],
-                           kinds: Sequence[str] | None, budget: int) -> bool:
-    """Whether a scope whose words are all over the budget in the journal is expected to hold few enough
-    matches of them to rank every one: its records, as the statistics estimate them (:meth:`JournalStats.records`),
-    at most the number whose share of the journal's matches fits the budget (the words spread over the
-    journal's records alike).
+def _expected_in_scope(counts: Sequence[TermCount], stats: JournalStats, ns_ids: Sequence[int],
+                       kinds: Sequence[str] | None, cap: int) -> list[TermCount]:
+    """Each term's matches expected in the scope: its matches in the journal times the scope's share of the
+    journal's records (:meth:`JournalStats.share`, the words spread over the records alike), at least one
+    where the journal holds any. The journal's matches: a common word's estimate, uncapped; a word counted
+    under ``cap``, its count; one counted at ``cap``, at least that and about at most the least common
+    word's estimate (it is not among them). ``counts`` unchanged without the columns' statistics.
 
-    Only asked where every word is over the budget, which would walk the words' newest matches in the
-    journal (:func:`_newest_matches`): in a journal shared by many users that walk reads the newest users'
-    matches, none of an older user's, who then plans again on the scope's own (200k records of 20 users,
-    words of 1.7%: 42 ms a search, against 2.4 ranking the user's 10,000 records' every match;
-    BENCHMARKS.md, issue 15, session 55). Counting the scope's records instead made one user's search of
-    2,000 sessions cost 90-93 ms against 36.6 (commit dd146d4). Where the user's words are not spread alike
-    (a word of one user's only), or the estimate is short, more matches than the budget are ranked: the
-    scope's own, exactly.
+    The plan (:func:`plan_terms`) is then the scope's: in a journal shared by 20 users a word over the budget
+    is not over it in one user's records, who ranks every match of their own (the bm25 statement ranks only
+    the scope's) instead of walking the journal's newest matches (the newest user's) and planning again
+    (200k records, words of 1.7%: 42 ms a search, against 2.4 ranking the user's every match; BENCHMARKS.md,
+    issue 15, sessions 55-56). Where a scope's words are not spread like the journal's (a word of one user's
+    only) the estimate is short and more than the budget is ranked, exactly; where it is long, fewer words
+    are kept, and :func:`crowded_out` plans again on the scope's own counts if that left it short of ``k``.
     """
-    matched = [c.matches for c in counts if c.matches > 0]
-    if not matched or min(matched) <= budget:
-        return False  # a word fits the budget: its matches are ranked, no walk
-    records = stats.records(ns_ids, kinds)
-    journal_matches = sum(stats.matches(c.term, stats.rows_cap) or c.matches for c in counts)
-    return records is not None and records * journal_matches <= budget * stats.rows
+    share = stats.share(ns_ids, kinds)
+    if share is None or share >= 1.0:
+        return list(counts)
+    scaled = []
+    for c in counts:
+        journal = stats.matches(c.term, stats.rows_cap)
+        if journal is None:
+            journal = c.matches if c.matches < cap else max(c.matches, stats.least_common)
+        scaled.append(TermCount(c.term, max(round(journal * share), 1) if c.matches else 0, c.oldest))
+    return scaled
 
 
 def _journal_counts(db: Sql, terms: Sequence[tuple[str, str]], cap: int,

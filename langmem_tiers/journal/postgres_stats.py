@@ -83,15 +83,15 @@ class Shares:
 
 @dataclass(frozen=True, slots=True)
 class JournalStats:
-    """The records table as the statistics last read held it: a lexeme's estimated matches, a scope's records.
+    """The records table as the statistics last read held it: a lexeme's estimated matches, a scope's share.
 
     Example:
         >>> stats = JournalStats.of(["trip", "lisbon"], [0.5, 0.01], rows=100_000, key=b"k" * 16,
         ...                         sessions=Shares({"7": 0.5}, 0.001), kinds=Shares({"turn": 0.9}, 0.05))
         >>> stats.matches("'trip'", cap=2001), stats.matches("'lisbon'", cap=2001), stats.matches("'kayak'", 2001)
         (2001, 1000, None)
-        >>> stats.records([7]), stats.records([8, 9]), stats.records([8, 9], ["fact"])
-        (50000, 200, 10)
+        >>> stats.share([7]), stats.share([8, 9]), stats.share([8, 9], ["fact"]), stats.least_common
+        (0.5, 0.002, 0.0001, 1000)
     """
 
     rows: float
@@ -108,6 +108,12 @@ class JournalStats:
         return cls(rows, key, hashed, sessions, kinds)
 
     @property
+    def least_common(self) -> int:
+        """The estimated matches of the least common of the commonest lexemes: about the most that any other
+        lexeme has (it was not among them)."""
+        return round(min(self.frequencies.values(), default=0.0) * self.rows)
+
+    @property
     def rows_cap(self) -> int:
         """A cap no estimate reaches (:meth:`matches` uncapped)."""
         return int(self.rows) + 1
@@ -118,14 +124,15 @@ class JournalStats:
         frequency = self.frequencies.get(_hashed(self.key, query_text))
         return None if frequency is None else min(cap, round(frequency * self.rows))
 
-    def records(self, ns_ids: Sequence[int], kinds: Sequence[str] | None = None) -> int | None:
-        """Estimated records of these sessions (of these kinds); ``None`` without the columns' statistics."""
+    def share(self, ns_ids: Sequence[int], kinds: Sequence[str] | None = None) -> float | None:
+        """The estimated share of the records that are of these sessions (and of these kinds); ``None``
+        without the columns' statistics."""
         if self.sessions is None or (kinds and self.kinds is None):
             return None
         share = min(self.sessions.of_values([str(n) for n in ns_ids]), 1.0)
         if kinds and self.kinds is not None:
             share *= min(self.kinds.of_values(kinds), 1.0)
-        return round(share * self.rows)
+        return share
 
 
 class StatsReader:

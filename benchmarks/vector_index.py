@@ -15,7 +15,7 @@ rows) and searched with the engine's usual ``want`` (k=50):
   turn), queried with the embedded LongMemEval questions and turns held out of the base set.
 
 Reported per (kind, size): build seconds, search p50/p95 in ms for exact and HNSW, HNSW recall@k
-against exact search, resident bytes per vector (RSS growth while building / vectors) beside the
+against exact search, the share of stored vectors found again by a search for themselves (from session 56), resident bytes per vector (RSS growth while building / vectors) beside the
 accounting formula the byte bound uses, and the process's RSS and peak RSS. ``--grid`` also tries
 connectivity x expansion_search on the first size. Prints one JSON object per row; ``--out`` writes
 them all. Real vectors are cached in ``--cache`` (a temporary file; never committed).
@@ -153,6 +153,13 @@ def quality(found: list[list[int]], truth: list[list[int]], data: Any, queries: 
     return out
 
 
+def found_again(graph: Any, data: Any, sample: int = 2000) -> float:
+    """The share of stored vectors (``sample`` of them, evenly spaced) that a search for themselves finds among
+    the 10 nearest: a node stored but unreachable by search (usearch's concurrent add, session 56) is never found."""
+    picks = np.unique(np.linspace(0, len(data) - 1, min(sample, len(data))).astype(np.int64))
+    return round(statistics.mean(int(i) + 1 in {r for r, _ in graph.search(data[i], 10)} for i in picks), 5)
+
+
 def measure(kind: str, size: int, data: Any, queries: Any, k: int, connectivity: int, expansion_add: int,
             searches: list[int], exact: tuple[list[list[int]], list[float], float],
             base: int | None = None) -> list[dict[str, Any]]:
@@ -177,6 +184,7 @@ def measure(kind: str, size: int, data: Any, queries: Any, k: int, connectivity:
             "hnsw_ms_p50": round(statistics.median(ms), 3), "hnsw_ms_p95": round(pct(ms, 0.95), 3),
             f"recall_at_{k}": round(recall_at(found, truth, k), 4),
             "recall_at_10": round(recall_at(found, truth, 10), 4),
+            "found_again_at_10": found_again(graph, data),
             "hnsw_rss_bytes_per_vector": round(grown / size),
             "hnsw_accounted_bytes_per_vector": hnsw_bytes_per_vector(data.shape[1], connectivity),
             "rss_mb": round(now_kib / 1024), "peak_rss_mb": round(peak_kib / 1024),

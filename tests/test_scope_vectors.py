@@ -786,6 +786,21 @@ def test_a_graph_built_before_the_embedder_loads_does_not_crash_it() -> None:
     assert "loaded" in done.stdout
 
 
+def test_every_vector_added_to_a_graph_is_found_again() -> None:
+    """usearch's concurrent add() leaves some nodes stored but unreachable by search (unum-cloud/USearch#735):
+    on every core, 3,000 random vectors added in a build's slices lost ~5 of them (their own nearest hit was
+    another record). The graph adds on one thread: each vector is its own nearest hit."""
+    rng = np.random.default_rng(7)
+    matrix = rng.standard_normal((3000, 32)).astype(np.float32)
+    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+    rows = _HnswRows(32, 16, 64, 128)
+    ids = np.arange(1, len(matrix) + 1, dtype=np.int64)
+    for start in range(0, len(ids), scope_vectors.GRAPH_SLICE):
+        rows.add(ids[start:start + scope_vectors.GRAPH_SLICE], matrix[start:start + scope_vectors.GRAPH_SLICE])
+    lost = [int(i) for i, v in zip(ids, matrix) if rows.search(v, 1)[0][0] != i]
+    assert lost == []
+
+
 def test_known_ids_keep_their_count_as_sessions_are_set_and_copied() -> None:
     known = scope_vectors._KnownIds({1: np.arange(3), 2: np.arange(5)})
     assert known.count == 8

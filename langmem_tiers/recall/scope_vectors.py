@@ -242,7 +242,12 @@ class _HnswRows:
             take[np.flatnonzero(present)[changed]] = True
             keys, matrix = keys[take], matrix[take]
         if len(keys):
-            self.index.add(keys, matrix)
+            # One thread: usearch's concurrent add() (its default, a thread per core) leaves some nodes
+            # stored but unreachable by search (unum-cloud/USearch#735, open for 2.26): those records never
+            # came back from vector recall. Measured here: 0.1-0.75% of vectors lost their own nearest hit
+            # when added on every core, none on one, for about twice the build time (BENCHMARKS.md, issue 15,
+            # session 56). Builds run in the background; Chroma answers the scope meanwhile.
+            self.index.add(keys, matrix, threads=1)
 
     def remove(self, ids: Any) -> None:
         import numpy as np

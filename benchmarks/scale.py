@@ -44,8 +44,8 @@ phase and its peak since it started, beside this process's.
 ``--breakdown`` adds, after the samples, as many more context() calls with every journal read, the
 embedder, the in-process vector index's search and Python's garbage collector timed apart: the row's
 ``breakdown_ms`` is the mean ms per context() call of each (they nest: the index's search includes any
-journal read it makes), ``breakdown_calls`` the mean calls of each per context(). The timing wrappers cost a little themselves, so these calls are not the
-row's latency figures.
+journal read it makes), ``breakdown_calls`` the mean calls of each per context(). The timing wrappers
+cost a little themselves, so these calls are not the row's latency figures.
 
 ``--reuse FOLDER`` measures on a folder an earlier run filled (each run prints its folder): a 1M
 fill takes most of an hour here, so a before/after pair fills once, copies the folder, and runs each

@@ -15,8 +15,9 @@ rows) and searched with the engine's usual ``want`` (k=50):
   turn), queried with the embedded LongMemEval questions and turns held out of the base set.
 
 Reported per (kind, size): build seconds, search p50/p95 in ms for exact and HNSW, HNSW recall@k
-against exact search, the share of stored vectors found again by a search for themselves (from session 56), resident bytes per vector (RSS growth while building / vectors) beside the
-accounting formula the byte bound uses, and the process's RSS and peak RSS. ``--grid`` also tries
+against exact search, the share of stored vectors that a search for themselves finds among the 10 nearest
+(``found_again_at_10``, from session 56), resident bytes per vector (RSS growth while building / vectors)
+beside the accounting formula the byte bound uses, and the process's RSS and peak RSS. ``--grid`` also tries
 connectivity x expansion_search on the first size. Prints one JSON object per row; ``--out`` writes
 them all. Real vectors are cached in ``--cache`` (a temporary file; never committed).
 """

@@ -19,7 +19,9 @@ import functools
 import logging
 import re
 import threading
+import time
 import uuid
+import weakref
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -53,6 +55,13 @@ log = logging.getLogger(__name__)
 
 INSTALL_HINT = "pip install 'langmem-tiers[postgres]'"
 DEFAULT_SCHEMA = "langmem_tiers"
+# A pooled connection handed back less than this long ago is not checked again when taken: psycopg_pool's
+# check is a round trip (an empty statement), and a context() takes ~13 connections in a row, 1-4 ms of
+# round trips on the servers where they are ~0.08 ms without (BENCHMARKS.md, issue 15, session 56). One
+# idle longer (a server restart, a proxy's idle timeout) is checked and replaced before use; one broken
+# within the last half second fails its statement, and the pool discards it. 0.5 s: HikariCP's default
+# for the same bypass (aliveBypassWindowMs).
+CHECK_IDLE_S = 0.5
 
 # Forward migrations, applied in order; index i takes schema version i to i + 1.
 # JSON documents are kept as text (exact round trip; jsonb rejects NaN and \u0000),
@@ -463,10 +472,16 @@ class PostgresJournal(SqlJournal):
             # Statements stay prepared (parsed once); each run is planned for its arguments.
             conn.execute("SET plan_cache_mode = force_custom_plan")
 
+        # When each pooled connection was last handed back (see CHECK_IDLE_S).
+        self._handed_back: weakref.WeakKeyDictionary[Conn, float] = weakref.WeakKeyDictionary()
+
+        def check(conn: Conn) -> None:
+            if time.monotonic() - self._handed_back.get(conn, float("-inf")) >= CHECK_IDLE_S:
+                pool_module.ConnectionPool.check_connection(conn)
+
         self._pool: psycopg_pool.ConnectionPool[Conn] | None = pool_module.ConnectionPool(
             url, min_size=min_size, max_size=max_size, kwargs={"autocommit": True}, configure=configure,
-            check=pool_module.ConnectionPool.check_connection, timeout=timeout_s, open=False,
-            name=f"langmem-tiers-{schema}",
+            check=check, timeout=timeout_s, open=False, name=f"langmem-tiers-{schema}",
         )
         try:
             self._pool.open(wait=True, timeout=timeout_s)
@@ -537,7 +552,10 @@ class PostgresJournal(SqlJournal):
             raise JournalError("journal is closed")
         try:
             with pool.connection() as conn:
-                yield conn
+                try:
+                    yield conn
+                finally:
+                    self._handed_back[conn] = time.monotonic()
         except self._error as e:
             raise JournalError(f"journal operation failed on {self.url}: {e}") from e
 

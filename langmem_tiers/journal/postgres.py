@@ -414,7 +414,10 @@ class PostgresJournal(SqlJournal):
     """A journal in a PostgreSQL schema, shared by processes and hosts.
 
     A connection pool serves the threads of this process; writers of one session in
-    any process wait on that session's ``state`` row lock.
+    any process wait on that session's ``state`` row lock. A connection idle for more than
+    ``CHECK_IDLE_S`` (half a second) is checked before use and replaced if the server dropped
+    it; one dropped within that half second fails its call with
+    :class:`~langmem_tiers.errors.JournalError`.
 
     Args:
         url: a libpq URL, ``postgresql://user:password@host:5432/db``.

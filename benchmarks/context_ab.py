@@ -10,9 +10,12 @@ opened as ``scale.py --reuse`` opens it), and the questions (the scale benchmark
 the first tree first on even questions and second on odd ones, so a drift weighs on both alike. The
 contexts the model would receive (``Context.to_openai()``) are compared question by question and the
 differing ones counted. They are a yardstick only: on a scope whose in-process index is an HNSW graph,
-two processes build two graphs (the build is threaded), and one tree against itself (``--trees . .``)
-differed on every question at 100k in one session; at 10k of one user in 100 sessions, below the graph's
-size, it still differed on some (not explained yet). Prints and writes (``--json``) each tree's p50, p95 and mean.
+two processes built two graphs on every core (usearch's threaded add is not deterministic), and one tree
+against itself (``--trees . .``) differed on every question at 100k in one session; at 10k of one user in
+100 sessions, below the graph's size, it still differed on some (not explained yet). Since session 56 a
+graph is built on one thread: a throwaway probe built 20k vectors twice and got the same top 10 for 300
+queries (on every core, not); this script's same-tree run was not repeated since. Prints and writes
+(``--json``) each tree's p50, p95 and mean.
 """
 
 from __future__ import annotations

@@ -508,15 +508,20 @@ def _vacuum_postgres(url: str) -> None:
     without it, on tables autovacuum may or may not have reached yet."""
     import psycopg
 
+    from langmem_tiers.journal.postgres import DEFAULT_SCHEMA
+
+    tables = ", ".join(f"{DEFAULT_SCHEMA}.{t}" for t in ("records", "messages", "namespaces"))
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("VACUUM ANALYZE langmem_tiers.records, langmem_tiers.messages, langmem_tiers.namespaces")
+        conn.execute(f"VACUUM ANALYZE {tables}")
 
 
 def _reset_postgres(url: str) -> None:
     import psycopg
 
+    from langmem_tiers.journal.postgres import DEFAULT_SCHEMA
+
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("DROP SCHEMA IF EXISTS langmem_tiers CASCADE")
+        conn.execute(f"DROP SCHEMA IF EXISTS {DEFAULT_SCHEMA} CASCADE")
 
 
 if __name__ == "__main__":

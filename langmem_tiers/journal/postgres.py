@@ -864,8 +864,9 @@ def _expected_in_scope(counts: Sequence[TermCount], stats: JournalStats, ns_ids:
     """Each term's matches expected in the scope: its matches in the journal times the scope's share of the
     journal's records (:meth:`JournalStats.share`, the words spread over the records alike), at least one
     where the journal holds any. The journal's matches: a common word's estimate, uncapped; a word counted
-    under ``cap``, its count; one counted at ``cap``, at least that and about at most the least common
-    word's estimate (it is not among them). ``counts`` unchanged without the columns' statistics.
+    under ``cap``, its count; one counted at ``cap`` (rarer than the commonest, yet over the cap), the least
+    common word's estimate, about the most it can hold, and never less than the cap. ``counts`` unchanged
+    without the columns' statistics.
 
     The plan (:func:`plan_terms`) is then the scope's: in a journal shared by 20 users a word over the budget
     is not over it in one user's records, who ranks every match of their own (the bm25 statement ranks only

@@ -695,3 +695,27 @@ def test_postgres_plans_on_the_matches_expected_in_the_scope(
         assert not any(scoped_counts)  # planned once, on the estimates (a plan again counts the scope)
     finally:
         journal.close()
+
+
+def test_a_scopes_expected_matches_scale_each_kind_of_count() -> None:
+    """The journal's matches times the scope's share: a common word from its estimate (uncapped), a word
+    counted under the cap from its count (at least one), a word counted at the cap from the least common
+    word's estimate, never below the cap; a word with no match stays at none. Without the sessions'
+    statistics, or for a scope of every record, the counts are the journal's."""
+    pytest.importorskip("psycopg")
+    from langmem_tiers.journal.postgres import _expected_in_scope
+    from langmem_tiers.journal.postgres_stats import JournalStats, Shares
+
+    counts = [TermCount("'trip'", 2001, 3), TermCount("'kayak'", 40, 9), TermCount("'storm'", 2001, 5),
+              TermCount("'zanzibar'", 0, 0)]
+
+    def stats(rows: float, sessions: Shares | None) -> JournalStats:
+        return JournalStats.of(["trip", "lisbon"], [0.5, 0.01], rows=rows, key=b"k" * 16, sessions=sessions)
+
+    small = stats(100_000, Shares({"7": 0.5}, 0.001))  # least common: 1,000, under the cap
+    assert [(c.matches, c.oldest) for c in _expected_in_scope(counts, small, [8, 9], None, 2001)] == [
+        (100, 3), (1, 9), (4, 5), (0, 0)]  # 50,000 x 0.002; 0.08 -> 1; 2,001 x 0.002; none
+    large = stats(1_000_000, Shares({"7": 0.5}, 0.001))  # least common: 10,000, over the cap
+    assert [c.matches for c in _expected_in_scope(counts, large, [8, 9], None, 2001)] == [1000, 1, 20, 0]
+    assert _expected_in_scope(counts, stats(100_000, None), [8], None, 2001) == counts
+    assert _expected_in_scope(counts, stats(100_000, Shares({"7": 1.0}, 0.0)), [7], None, 2001) == counts

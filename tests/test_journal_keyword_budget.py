@@ -635,6 +635,20 @@ def test_postgres_compact_leaves_no_erased_word_in_the_planners_statistics(
         journal.close()
 
 
+def _twenty_users(journal: Any, kayak: bool = False) -> list[int]:
+    """20 users writing one after another, 100 records each: "the trip" in every fifth, "garden notes" in the
+    rest; with ``kayak``, the fourth record of the first ten users is "kayak and the trip". Analyzed."""
+    users = []
+    for u in range(20):
+        ns_id = journal.namespace_id(Namespace("s", f"user-{u}")) or 0
+        journal.add_records(ns_id, [NewRecord("turn", f"kayak and the trip {u}" if kayak and i == 3 and u < 10 else
+                                              f"the trip {u}, day {i}" if i % 5 == 0 else
+                                              f"garden notes {u}, day {i}") for i in range(100)])
+        users.append(ns_id)
+    _analyzed(journal)
+    return users
+
+
 def test_postgres_ranks_every_match_of_a_scope_expected_to_hold_few_without_walking_the_journal(
         request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A word over the budget in a journal of 20 users is not over it in one user's 100 records: with the
@@ -645,13 +659,7 @@ def test_postgres_ranks_every_match_of_a_scope_expected_to_hold_few_without_walk
 
     journal = _open("postgres", tmp_path, request)
     try:
-        users = []
-        for u in range(20):
-            ns_id = journal.namespace_id(Namespace("s", f"user-{u}")) or 0
-            journal.add_records(ns_id, [NewRecord("turn", f"the trip {u}, day {i}" if i % 5 == 0 else
-                                                  f"garden notes {u}, day {i}") for i in range(100)])
-            users.append(ns_id)
-        _analyzed(journal)
+        users = _twenty_users(journal)
         walks: list[int] = []
         real = postgres._newest_matches
         monkeypatch.setattr(postgres, "_newest_matches", lambda db, lexemes, cap, scope=None:
@@ -676,14 +684,7 @@ def test_postgres_plans_on_the_matches_expected_in_the_scope(
 
     journal = _open("postgres", tmp_path, request)
     try:
-        users = []
-        for u in range(20):
-            ns_id = journal.namespace_id(Namespace("s", f"user-{u}")) or 0
-            journal.add_records(ns_id, [NewRecord("turn", f"kayak and the trip {u}" if i == 3 and u < 10 else
-                                                  f"the trip {u}, day {i}" if i % 5 == 0 else
-                                                  f"garden notes {u}, day {i}") for i in range(100)])
-            users.append(ns_id)
-        _analyzed(journal)
+        users = _twenty_users(journal, kayak=True)
         scoped_counts: list[int] = []
         real = postgres._count_matches
         monkeypatch.setattr(postgres, "_count_matches", lambda db, terms, cap, scope=None:

@@ -244,9 +244,9 @@ class _HnswRows:
         if len(keys):
             # One thread: usearch's concurrent add() (its default, a thread per core) leaves some nodes
             # stored but unreachable by search (unum-cloud/USearch#735, open for 2.26): those records never
-            # came back from vector recall. Measured here: 0.1-0.75% of vectors lost their own nearest hit
-            # when added on every core, none on one, for about twice the build time (BENCHMARKS.md, issue 15,
-            # session 56). Builds run in the background; Chroma answers the scope meanwhile.
+            # came back from vector recall. benchmarks/hnsw_threads.py: 0.06-0.76% of vectors lost their own
+            # nearest hit when added on every core, none on one, for about twice the build time (BENCHMARKS.md,
+            # issue 15, session 56). Builds run in the background; Chroma answers the scope meanwhile.
             self.index.add(keys, matrix, threads=1)
 
     def remove(self, ids: Any) -> None:

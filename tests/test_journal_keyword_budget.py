@@ -720,3 +720,31 @@ def test_a_scopes_expected_matches_scale_each_kind_of_count() -> None:
     assert [c.matches for c in _expected_in_scope(counts, large, [8, 9], None, 2001)] == [1000, 1, 20, 0]
     assert _expected_in_scope(counts, stats(100_000, None), [8], None, 2001) == counts
     assert _expected_in_scope(counts, stats(100_000, Shares({"7": 1.0}, 0.0)), [7], None, 2001) == counts
+
+
+def test_postgres_counts_a_scopes_records_only_where_its_plan_would_leave_matches_out(
+        request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A scope of at most the budget's records ranks every match. The statistics say which scopes may be that
+    small: those are counted first (a session of 10 records), a larger one only when its plan would leave
+    matches out. A user's 100 records at a budget of 50, "trip" expected in 20 of them: every match ranked,
+    no count; "garden" expected in 80: counted (over the budget: planned); every user's: counted."""
+    import langmem_tiers.journal.postgres as postgres
+
+    journal = _open("postgres", tmp_path, request)
+    try:
+        users = _twenty_users(journal)
+        small = journal.namespace_id(Namespace("small", "user-new")) or 0
+        journal.add_records(small, [NewRecord("turn", f"garden notes, day {i}") for i in range(10)])
+        sized: list[int] = []
+        real = postgres.scope_size
+        monkeypatch.setattr(postgres, "scope_size", lambda db, ns_ids, kinds, cap:
+                            sized.append(len(ns_ids)) or real(db, ns_ids, kinds, cap))
+        for query, ns_ids, counted, every_match in (("trip", [users[0]], [], True), ("garden", [users[0]], [1], False),
+                                                    ("trip", users, [20], False), ("garden", [small], [1], True)):
+            sized.clear()
+            found = _ids(journal, query, ns_ids, 5, budget=50)
+            assert sized == counted, (query, len(ns_ids))
+            if every_match:  # ranked as without a budget
+                assert found == _ids(journal, query, ns_ids, 5), (query, len(ns_ids))
+    finally:
+        journal.close()

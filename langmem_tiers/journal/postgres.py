@@ -606,8 +606,8 @@ class PostgresJournal(SqlJournal):
             return []
         budget = self.keyword_budget
         with self._autocommit() as db:
-            if budget is None or scope_size(db, ns_ids, kinds, budget + 1) <= budget:
-                rows = _bm25(db, terms, terms, ns_ids, kinds, k)  # every match: a small scope
+            if budget is None:
+                rows = _bm25(db, terms, terms, ns_ids, kinds, k)  # every match
             else:
                 rows = _bounded_bm25(db, terms, ns_ids, kinds, k, budget, self._stats.get(db))
         return [KeywordHit(int(r[0]), i + 1, float(r[1])) for i, r in enumerate(rows)]
@@ -802,7 +802,9 @@ def _bm25(db: Sql, matched: Sequence[tuple[str, str]], scoring: Sequence[tuple[s
 
 def _bounded_bm25(db: Sql, terms: Sequence[tuple[str, str]], ns_ids: Sequence[int], kinds: Sequence[str] | None,
                   k: int, budget: int, stats: JournalStats | None = None) -> list[Any]:
-    """A scope larger than ``budget``: rank the records holding the terms :func:`plan_terms` keeps.
+    """A search within ``budget`` matches: a scope of at most ``budget`` records ranks every match
+    (:func:`scope_size` counts it first, or, where the statistics call it large, only once the plan would
+    leave matches out); a larger one ranks the records holding the terms :func:`plan_terms` keeps.
 
     A term is a lexeme (``to_tsquery``'s text: two words with one stem are one term, and a stop
     word none). The records ranked hold a kept term; every query word scores them (a dropped word
@@ -814,9 +816,17 @@ def _bounded_bm25(db: Sql, terms: Sequence[tuple[str, str]], ns_ids: Sequence[in
     other users'). With the planner's ``stats``, the journal's matches of the commonest words are estimated,
     not counted, and the plan is on the matches expected in the scope (:func:`_expected_in_scope`).
     """
+    share = stats.share(ns_ids, kinds) if stats is not None else None
+    sized = stats is None or share is None or share * stats.rows <= budget
+    if sized and scope_size(db, ns_ids, kinds, budget + 1) <= budget:
+        return _bm25(db, terms, terms, ns_ids, kinds, k)  # every match: a small scope
     counts, lexemes = _journal_counts(db, terms, budget + 1, stats)
     if stats is not None:
         counts = _expected_in_scope(counts, stats, ns_ids, kinds, budget + 1)
+    # A scope the statistics call large is counted only when its plan would leave matches out: where its
+    # terms' expected matches all fit, every match is ranked anyway (:func:`_ranked_in_budget`).
+    if not sized and sum(c.matches for c in counts) > budget and scope_size(db, ns_ids, kinds, budget + 1) <= budget:
+        return _bm25(db, terms, terms, ns_ids, kinds, k)
     rows, crowded = _ranked_in_budget(db, terms, lexemes, counts, ns_ids, kinds, k, budget, own=False)
     if crowded:
         counts, _ = _count_matches(db, terms, budget + 1, (ns_ids, kinds))

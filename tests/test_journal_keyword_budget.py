@@ -714,12 +714,13 @@ def test_a_scopes_expected_matches_scale_each_kind_of_count() -> None:
         return JournalStats.of(["trip", "lisbon"], [0.5, 0.01], rows=rows, key=b"k" * 16, sessions=sessions)
 
     small = stats(100_000, Shares({"7": 0.5}, 0.001))  # least common: 1,000, under the cap
-    assert [(c.matches, c.oldest) for c in _expected_in_scope(counts, small, [8, 9], None, 2001)] == [
+    assert [(c.matches, c.oldest) for c in _expected_in_scope(counts, small, small.share([8, 9]), 2001)] == [
         (100, 3), (1, 9), (4, 5), (0, 0)]  # 50,000 x 0.002; 0.08 -> 1; 2,001 x 0.002; none
     large = stats(1_000_000, Shares({"7": 0.5}, 0.001))  # least common: 10,000, over the cap
-    assert [c.matches for c in _expected_in_scope(counts, large, [8, 9], None, 2001)] == [1000, 1, 20, 0]
-    assert _expected_in_scope(counts, stats(100_000, None), [8], None, 2001) == counts
-    assert _expected_in_scope(counts, stats(100_000, Shares({"7": 1.0}, 0.0)), [7], None, 2001) == counts
+    assert [c.matches for c in _expected_in_scope(counts, large, large.share([8, 9]), 2001)] == [1000, 1, 20, 0]
+    assert _expected_in_scope(counts, stats(100_000, None), stats(100_000, None).share([8]), 2001) == counts
+    whole = stats(100_000, Shares({"7": 1.0}, 0.0))
+    assert _expected_in_scope(counts, whole, whole.share([7]), 2001) == counts
 
 
 def test_postgres_counts_a_scopes_records_only_where_its_plan_would_leave_matches_out(

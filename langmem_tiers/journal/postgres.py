@@ -822,7 +822,7 @@ def _bounded_bm25(db: Sql, terms: Sequence[tuple[str, str]], ns_ids: Sequence[in
         return _bm25(db, terms, terms, ns_ids, kinds, k)  # every match: a small scope
     counts, lexemes = _journal_counts(db, terms, budget + 1, stats)
     if stats is not None:
-        counts = _expected_in_scope(counts, stats, ns_ids, kinds, budget + 1)
+        counts = _expected_in_scope(counts, stats, share, budget + 1)
     # A scope the statistics call large is counted only when its plan would leave matches out: where its
     # terms' expected matches all fit, every match is ranked anyway (:func:`_ranked_in_budget`).
     if not sized and sum(c.matches for c in counts) > budget and scope_size(db, ns_ids, kinds, budget + 1) <= budget:
@@ -869,10 +869,10 @@ def _ranked_in_budget(db: Sql, terms: Sequence[tuple[str, str]], lexemes: Sequen
     return rows, not own and crowded_out(plan, counts, walked, len(rows), k)
 
 
-def _expected_in_scope(counts: Sequence[TermCount], stats: JournalStats, ns_ids: Sequence[int],
-                       kinds: Sequence[str] | None, cap: int) -> list[TermCount]:
-    """Each term's matches expected in the scope: its matches in the journal times the scope's share of the
-    journal's records (:meth:`JournalStats.share`, the words spread over the records alike), at least one
+def _expected_in_scope(counts: Sequence[TermCount], stats: JournalStats, share: float | None,
+                       cap: int) -> list[TermCount]:
+    """Each term's matches expected in the scope: its matches in the journal times ``share``, the scope's share
+    of the journal's records (:meth:`JournalStats.share`, the words spread over the records alike), at least one
     where the journal holds any. The journal's matches: a common word's estimate, uncapped; a word counted
     under ``cap``, its count; one counted at ``cap`` (rarer than the commonest, yet over the cap), the least
     common word's estimate, about the most it can hold, and never less than the cap. ``counts`` unchanged
@@ -886,7 +886,6 @@ def _expected_in_scope(counts: Sequence[TermCount], stats: JournalStats, ns_ids:
     only) the estimate is short and more than the budget is ranked, exactly; where it is long, fewer words
     are kept, and :func:`crowded_out` plans again on the scope's own counts if that left it short of ``k``.
     """
-    share = stats.share(ns_ids, kinds)
     if share is None or share >= 1.0:
         return list(counts)
     scaled = []

@@ -25,8 +25,9 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from langmem_tiers.journal.sql_core import Sql
 
@@ -77,8 +78,13 @@ class Shares:
         others = max(distinct - len(common), 1.0)
         return cls(common, max(1.0 - sum(common.values()), 0.0) / others)
 
-    def of_values(self, values: Sequence[str]) -> float:
-        return sum(self.common.get(v, self.other) for v in values)
+    def of_values(self, values: Iterable[Any], key: Callable[[str], Any] = str) -> float:
+        """The share of rows holding any of ``values`` (compared with the commonest values as ``key`` reads them):
+        one pass over the commonest values, not over ``values`` (a user's 10,000 sessions, converted one by one,
+        cost ~0.9 ms a search)."""
+        wanted = set(values)
+        inside = [f for v, f in self.common.items() if key(v) in wanted]
+        return sum(inside) + self.other * (len(wanted) - len(inside))
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +135,7 @@ class JournalStats:
         without the columns' statistics."""
         if self.sessions is None or (kinds and self.kinds is None):
             return None
-        share = min(self.sessions.of_values([str(n) for n in ns_ids]), 1.0)
+        share = min(self.sessions.of_values(ns_ids, int), 1.0)
         if kinds and self.kinds is not None:
             share *= min(self.kinds.of_values(kinds), 1.0)
         return share

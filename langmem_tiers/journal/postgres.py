@@ -817,16 +817,20 @@ def _bounded_bm25(db: Sql, terms: Sequence[tuple[str, str]], ns_ids: Sequence[in
     not counted, and the plan is on the matches expected in the scope (:func:`_expected_in_scope`).
     """
     share = stats.share(ns_ids, kinds) if stats is not None else None
-    sized = stats is None or share is None or share * stats.rows <= budget
-    if sized and scope_size(db, ns_ids, kinds, budget + 1) <= budget:
+    likely_small = stats is None or share is None or share * stats.rows <= budget
+
+    def small() -> bool:
+        return scope_size(db, ns_ids, kinds, budget + 1) <= budget
+
+    if likely_small and small():
         return _bm25(db, terms, terms, ns_ids, kinds, k)  # every match: a small scope
     counts, lexemes = _journal_counts(db, terms, budget + 1, stats)
     if stats is not None:
         counts = _expected_in_scope(counts, stats, share, budget + 1)
     # A scope the statistics call large is counted only when its plan would leave matches out: where its
     # terms' expected matches all fit, every match is ranked anyway (:func:`_ranked_in_budget`).
-    if not sized and sum(c.matches for c in counts) > budget and scope_size(db, ns_ids, kinds, budget + 1) <= budget:
-        return _bm25(db, terms, terms, ns_ids, kinds, k)
+    if not likely_small and sum(c.matches for c in counts) > budget and small():
+        return _bm25(db, terms, terms, ns_ids, kinds, k)  # a small scope after all
     rows, crowded = _ranked_in_budget(db, terms, lexemes, counts, ns_ids, kinds, k, budget, own=False)
     if crowded:
         counts, _ = _count_matches(db, terms, budget + 1, (ns_ids, kinds))

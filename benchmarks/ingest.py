@@ -99,11 +99,17 @@ def longmemeval_sessions(path: Path, haystacks: int) -> Sessions:
 
 
 def ingest(sessions: Sessions, embedder: LocalEmbedder, embedded_vectors: str | None = None,
-           synchronous: str | None = None) -> dict[str, Any]:
-    """Add every message through the API, flush per session; returns timings, the breakdown and the texts.
-    ``synchronous``: the journal's SQLite setting instead of its default FULL (what durability costs)."""
+           synchronous: str | None = None, known: dict[str, list[float]] | None = None,
+           sleep_per_text: float = 0.0) -> dict[str, Any]:
+    """Add every message through the API, flush per session; returns timings, the breakdown, the texts
+    and their vectors. ``synchronous``: the journal's SQLite setting instead of its default FULL (what
+    durability costs). ``known``: vectors of an earlier ingest of the same sessions, by text: the
+    embedder answers from them without running the model, after sleeping ``sleep_per_text`` seconds a
+    text (the model-free leg: the indexer keeps the cadence, so the batches, of a real model, and the
+    process's CPU time is what the rest of ingest costs)."""
     counters = Counters()
     embedded: list[list[str]] = []
+    vectors: dict[str, list[float]] = {}
     embed_spans: list[Interval] = []
     spans_lock = threading.Lock()
     undo: list[Callable[[], None]] = []
@@ -113,7 +119,12 @@ def ingest(sessions: Sessions, embedder: LocalEmbedder, embedded_vectors: str | 
     def capturing_embed(texts: Sequence[str]) -> list[list[float]]:
         t = time.perf_counter()
         try:
-            return original_embed(texts)
+            if known is not None:
+                time.sleep(sleep_per_text * len(texts))
+                return [known[text] for text in texts]
+            got = original_embed(texts)
+            vectors.update(zip(texts, got))
+            return got
         finally:
             with spans_lock:
                 embedded.append(list(texts))
@@ -142,6 +153,7 @@ def ingest(sessions: Sessions, embedder: LocalEmbedder, embedded_vectors: str | 
         counters.wrap(root.recall.store, "upsert", "vector store upsert", undo)
         counters.wrap(root.counter, "count_message", "token counter (tiktoken)", undo)
         t0 = time.perf_counter()
+        cpu0 = time.process_time()
         for i, session in enumerate(sessions):
             memory = root.for_session(f"s{i}", user_id="u")
             t = time.perf_counter()
@@ -155,6 +167,7 @@ def ingest(sessions: Sessions, embedder: LocalEmbedder, embedded_vectors: str | 
             records += journal.count_records(memory._ns_id)
             memory.close()
         t_end = time.perf_counter()
+        cpu_s = time.process_time() - cpu0
     for u in reversed(undo):
         u()
     wall = t_end - t0
@@ -165,8 +178,8 @@ def ingest(sessions: Sessions, embedder: LocalEmbedder, embedded_vectors: str | 
     during_adds = overlap(busy, add_spans)
     during_flush = overlap(busy, flush_spans)
     return {
-        "wall_s": wall, "add_s": add_s, "flush_s": flush_s, "records": records,
-        "messages": sum(len(s) for s in sessions), "embedded": embedded,
+        "wall_s": wall, "cpu_s": cpu_s, "add_s": add_s, "flush_s": flush_s, "records": records,
+        "messages": sum(len(s) for s in sessions), "embedded": embedded, "vectors": vectors,
         "embedder_busy_s": busy_s, "embed_during_adds_s": during_adds, "embed_during_flush_s": during_flush,
         "embedder_idle_during_adds_s": add_s - during_adds, "embedder_idle_during_flush_s": flush_s - during_flush,
         "counters_s_calls": {k: (round(v, 2), counters.calls[k]) for k, v in sorted(counters.seconds.items())},
@@ -247,8 +260,11 @@ def spread(values: Sequence[float]) -> dict[str, float]:
 def report(name: str, sessions: Sessions, embedder: LocalEmbedder, args: argparse.Namespace) -> dict[str, Any]:
     ingests: list[dict[str, Any]] = []
     floors: list[float] = []
+    floor_cpus: list[float] = []
     floors_by_mode: dict[str, list[float]] = defaultdict(list)
     replays: list[float] = []
+    frees: list[dict[str, Any]] = []
+    known: dict[str, list[float]] = {}
     calls: list[list[str]] = []
     texts: list[str] = []
     best = 0
@@ -257,10 +273,13 @@ def report(name: str, sessions: Sessions, embedder: LocalEmbedder, args: argpars
         legs = ["ingest", "floor"] if r % 2 == 0 else ["floor", "ingest"]
         if args.replay:
             legs.append("replay")
+        if args.model_free:
+            legs.append("model-free")
         for leg in legs:
             if leg == "ingest":
                 got = ingest(sessions, embedder, args.embedded_vectors, args.synchronous)
                 got_calls = got.pop("embedded")
+                known.update(got.pop("vectors"))
                 if not texts:  # the first ingest names the texts; the sweep runs once they are known
                     calls = got_calls
                     texts = [t for call in calls for t in call]
@@ -273,10 +292,20 @@ def report(name: str, sessions: Sessions, embedder: LocalEmbedder, args: argpars
             elif leg == "floor":
                 if not texts:  # odd rounds only come after an ingest named the texts
                     raise RuntimeError("the floor needs the texts of an ingest first")
-                by_mode = {mode: timed_embed(embedder, texts, best, mode) for mode in args.floor_modes}
-                for mode, seconds in by_mode.items():
-                    floors_by_mode[mode].append(seconds)
-                floors.append(min(by_mode.values()))  # the floor: the embedder alone at its best
+                by_mode: dict[str, float] = {}
+                cpu_by_mode: dict[str, float] = {}
+                for mode in args.floor_modes:
+                    cpu = time.process_time()
+                    by_mode[mode] = timed_embed(embedder, texts, best, mode)
+                    cpu_by_mode[mode] = time.process_time() - cpu
+                    floors_by_mode[mode].append(by_mode[mode])
+                fastest = min(by_mode, key=lambda m: by_mode[m])  # the floor: the embedder alone at its best
+                floors.append(by_mode[fastest])
+                floor_cpus.append(cpu_by_mode[fastest])
+            elif leg == "model-free":
+                free = ingest(sessions, embedder, args.embedded_vectors, args.synchronous, known=known,
+                              sleep_per_text=floors[-1] / len(texts))
+                frees.append({"wall_s": free["wall_s"], "cpu_s": free["cpu_s"]})
             else:
                 replays.append(replay(calls, embedder))
         print(f"{name}: round {r}: ingest {ingests[-1]['wall_s']:.2f} s, floor {floors[-1]:.2f} s, "
@@ -287,8 +316,22 @@ def report(name: str, sessions: Sessions, embedder: LocalEmbedder, args: argpars
     g, floor_s = ingests[mid], floors[mid]
     words = sum(len(t.split()) for t in texts)
     rounds = [{"ingest_s": round(i["wall_s"], 2), "floor_s": round(f, 2), "speed_ratio": round(f / i["wall_s"], 3),
-               **({"replay_s": round(replays[n], 2)} if replays else {})}
+               "ingest_cpu_s": round(i["cpu_s"], 2), "floor_cpu_s": round(floor_cpus[n], 2),
+               **({"replay_s": round(replays[n], 2)} if replays else {}),
+               **({"model_free_s": round(frees[n]["wall_s"], 2), "model_free_cpu_s": round(frees[n]["cpu_s"], 2)}
+                  if frees else {})}
               for n, (i, f) in enumerate(zip(ingests, floors))]
+    cpu_row: dict[str, Any] = {
+        "ingest": spread([i["cpu_s"] for i in ingests]), "floor": spread(floor_cpus),
+        # Cores the floor keeps busy (onnxruntime's spinning threads included): the cores the model holds.
+        "floor_cores_busy": spread([c / f for c, f in zip(floor_cpus, floors)]),
+    }
+    if frees:
+        # The rest of ingest, measured with the model answered from the vectors it gave before; at best
+        # it runs beside the model on the floor's cores, so ingest >= floor + rest / cores busy.
+        cpu_row["model_free_ingest"] = spread([x["cpu_s"] for x in frees])
+        cpu_row["ceiling_ratio"] = spread([f / (f + x["cpu_s"] / (c / f))
+                                           for f, c, x in zip(floors, floor_cpus, frees)])
     row = {
         "workload": name, "messages": g["messages"], "records": g["records"], "texts_embedded": len(texts),
         "words_per_text": round(words / max(len(texts), 1), 1),
@@ -300,6 +343,7 @@ def report(name: str, sessions: Sessions, embedder: LocalEmbedder, args: argpars
         "ingest_s": spread([i["wall_s"] for i in ingests]), "floor_s": spread(floors),
         "floor_s_by_mode": {m: [round(x, 2) for x in v] for m, v in floors_by_mode.items()},
         "messages_per_s": round(g["messages"] / g["wall_s"], 1),
+        "cpu_s": cpu_row,
         "rounds": rounds,
         "median_round": mid,
         "breakdown_median_round_s": {
@@ -345,6 +389,9 @@ def main() -> None:
                              "main thread, N torch threads); each round's floor is the fastest")
     parser.add_argument("--sessions", type=int, default=0, help="LongMemEval: only the first N sessions (0: all)")
     parser.add_argument("--replay", action="store_true", help="also replay the core's embed calls alone each round")
+    parser.add_argument("--model-free", action="store_true",
+                        help="also ingest each round with the model answered from the vectors it gave before: "
+                             "the CPU the rest of ingest needs, and the ratio it leaves at best (ceiling_ratio)")
     parser.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default)")
     parser.add_argument("--runtime", choices=["auto", "onnx", "torch"], default="auto",
                         help="LocalEmbedder's runtime (auto: onnxruntime on the CPU)")

@@ -181,6 +181,10 @@ def test_upsert_argument_checks(new_store: StoreFactory) -> None:
         store.upsert(["a", "a"], [[1.0], [1.0]], ["d", "d"], [_meta("u", "a", "s")] * 2)
     with pytest.raises(TypeError):
         store.upsert("a", [[1.0]], ["d"], [_meta("u", "a", "s")])
+    for vectors in ([[1.0, 0.0], [0.0]], [[1.0, 0.0], [float("inf"), 1.0]], [[], []], [["x", 1.0], [0.0, 1.0]]):
+        with pytest.raises(ValueError, match="embeddings"):
+            store.upsert(["a", "b"], vectors, None, [_meta("u", "a", "s")] * 2)
+    assert store.count() == 0  # nothing of a refused upsert was written
     store.upsert([], [], [], [])
 
 

@@ -43,6 +43,7 @@ from langmem_tiers.recall.vector_store import (
     VectorHit,
     another_model,
     checked_ids,
+    embedding_matrix,
     folder_bytes,
     folder_files,
     folder_residue,
@@ -162,17 +163,10 @@ class SqliteVectorStore:
                metadatas: Sequence[Metadata]) -> None:
         """Insert or replace rows; ``embeddings`` and ``metadatas`` have one entry per id, ``documents``
         one per id or ``None`` (no text stored; a document stored earlier under the id is dropped)."""
-        import numpy as np
-
         ids = upsert_ids(ids, embeddings, documents, metadatas)
         if not ids:
             return
-        try:
-            matrix = np.asarray(embeddings, dtype=np.float32)
-        except (TypeError, ValueError) as e:
-            raise ValueError(f"embeddings must be equal-length, non-empty sequences of numbers: {e}") from e
-        if matrix.ndim != 2 or matrix.shape[1] == 0 or not np.isfinite(matrix).all():
-            raise ValueError("embeddings must be equal-length, non-empty sequences of finite numbers")
+        matrix = embedding_matrix(embeddings)
         dimension = int(matrix.shape[1])
         rows = [(i, matrix[j].tobytes(), None if documents is None else documents[j], _metadata_json(metadatas[j]))
                 for j, i in enumerate(ids)]

@@ -487,12 +487,13 @@ class ChromaStore:
         n = len(ids)
         if n == 0:
             return
+        matrix = embedding_matrix(embeddings)
         with self._writing():
             for start in range(0, n, self._max_batch):
                 end = start + self._max_batch
                 kwargs: dict[str, Any] = {
                     "ids": list(ids[start:end]),
-                    "embeddings": [[float(x) for x in v] for v in embeddings[start:end]],
+                    "embeddings": matrix[start:end],  # float32, as Chroma stores them
                     "metadatas": [dict(m) for m in metadatas[start:end]],
                 }
                 if documents is not None:
@@ -964,6 +965,23 @@ def upsert_ids(ids: Sequence[str], embeddings: Sequence[Sequence[float]], docume
     if len(set(out)) != n:
         raise ValueError("upsert ids must be unique within one call")
     return out
+
+
+def embedding_matrix(embeddings: Sequence[Sequence[float]]) -> Any:
+    """``embeddings`` as one float32 numpy matrix, for every store.
+
+    Raises:
+        ValueError: vectors of different lengths, empty ones, or values that are not finite numbers.
+    """
+    import numpy as np
+
+    try:
+        matrix = np.asarray(embeddings, dtype=np.float32)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"embeddings must be equal-length, non-empty sequences of numbers: {e}") from e
+    if matrix.ndim != 2 or matrix.shape[1] == 0 or not np.isfinite(matrix).all():
+        raise ValueError("embeddings must be equal-length, non-empty sequences of finite numbers")
+    return matrix
 
 
 def checked_ids(ids: Sequence[str]) -> list[str]:

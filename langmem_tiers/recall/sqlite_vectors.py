@@ -162,7 +162,9 @@ class SqliteVectorStore:
     def upsert(self, ids: Sequence[str], embeddings: Sequence[Sequence[float]], documents: Sequence[str] | None,
                metadatas: Sequence[Metadata]) -> None:
         """Insert or replace rows; ``embeddings`` and ``metadatas`` have one entry per id, ``documents``
-        one per id or ``None`` (no text stored; a document stored earlier under the id is dropped)."""
+        one per id or ``None`` (no text stored; a document stored earlier under the id is dropped).
+        Bad arguments raise as :meth:`~langmem_tiers.recall.vector_store.ChromaStore.upsert` says, before
+        anything is written."""
         ids = upsert_ids(ids, embeddings, documents, metadatas)
         if not ids:
             return

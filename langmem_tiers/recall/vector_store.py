@@ -482,6 +482,8 @@ class ChromaStore:
         ``documents=None`` stores no text in Chroma (the engine's path: the journal holds
         the text), and also drops a document an earlier upsert stored under one of these
         ids (Chroma's own upsert would keep it). A sequence stores one document per id.
+        Bad arguments (counts, ids, vectors: :func:`embedding_matrix`) raise ``ValueError`` or
+        ``TypeError`` before anything is written.
         """
         ids = upsert_ids(ids, embeddings, documents, metadatas)
         n = len(ids)

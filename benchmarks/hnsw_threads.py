@@ -25,21 +25,20 @@ from langmem_tiers.recall.scope_vectors import (
     HNSW_CONNECTIVITY,
     HNSW_EXPANSION_ADD,
     HNSW_EXPANSION_SEARCH,
-    _usearch_index,
+    _HnswRows,
 )
 
 SHAPES = ((40, 32, 400), (300, 32, 40), (3000, 32, 6), (300, 384, 10), (5000, 384, 2))  # vectors, dim, builds
 
 
 def run(count: int, dim: int, builds: int, threads: int) -> dict[str, Any]:
-    index_class = _usearch_index()
     missed, searched, build_s = 0, 0, 0.0
     for seed in range(builds):
         rng = np.random.default_rng(seed)
         matrix = rng.standard_normal((count, dim)).astype(np.float32)
         matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
-        index = index_class(ndim=dim, metric="cos", dtype="i8", connectivity=HNSW_CONNECTIVITY,
-                            expansion_add=HNSW_EXPANSION_ADD, expansion_search=HNSW_EXPANSION_SEARCH)
+        # The package's graph; its usearch index is driven directly, since _HnswRows.add always adds on one thread.
+        index = _HnswRows(dim, HNSW_CONNECTIVITY, HNSW_EXPANSION_ADD, HNSW_EXPANSION_SEARCH).index
         keys = np.arange(1, count + 1, dtype=np.uint64)
         t = time.perf_counter()
         for start in range(0, count, GRAPH_SLICE):

@@ -44,8 +44,10 @@ phase and its peak since it started, beside this process's.
 ``--breakdown`` adds, after the samples, as many more context() calls with every journal read, the
 embedder, the in-process vector index's search and Python's garbage collector timed apart: the row's
 ``breakdown_ms`` is the mean ms per context() call of each (they nest: the index's search includes any
-journal read it makes), ``breakdown_calls`` the mean calls of each per context(). The timing wrappers
-cost a little themselves, so these calls are not the row's latency figures.
+journal read it makes), ``breakdown_calls`` the mean calls of each per context(); then as many
+user-scope ``search(k=10)`` calls (target 2's figure) timed the same way, in ``user_search_breakdown_ms``
+and ``user_search_breakdown_calls``. The timing wrappers cost a little themselves, so these calls are
+not the row's latency figures.
 
 ``--reuse FOLDER`` measures on a folder an earlier run filled (each run prints its folder): a 1M
 fill takes most of an hour here, so a before/after pair fills once, copies the folder, and runs each
@@ -302,8 +304,10 @@ def measure(size: int, vectors: bool, samples: int, layout: str, per_session: in
             turn_ms.append(_timed(lambda: memory.context(question)))
             memory.add("assistant", line(rng))
             memory.flush()
-        parts: dict[str, float] = {}  # ms per part, over the breakdown's calls
+        parts: dict[str, float] = {}  # ms per part, over the breakdown's context() calls
         part_calls: dict[str, int] = {}
+        user_parts: dict[str, float] = {}  # the same over as many user-scope search() calls (target 2)
+        user_part_calls: dict[str, int] = {}
         if breakdown:
             questions = [filler_question(rng, plain_questions) for _ in range(samples)]
             with timed_parts(memory) as counters:
@@ -311,6 +315,11 @@ def measure(size: int, vectors: bool, samples: int, layout: str, per_session: in
                     memory.context(question)
             parts = {name: sec * 1000 for name, sec in counters.seconds.items()}
             part_calls = dict(counters.calls)
+            with timed_parts(memory) as counters:
+                for question in questions:
+                    memory.search(question, k=10, scope="user")
+            user_parts = {name: sec * 1000 for name, sec in counters.seconds.items()}
+            user_part_calls = dict(counters.calls)
         total = memory.journal.count_messages()
         mark("end")
         with memory.journal._autocommit() as db:  # type: ignore[attr-defined]
@@ -343,9 +352,11 @@ def measure(size: int, vectors: bool, samples: int, layout: str, per_session: in
         row["chroma_server_rss_mb_by_phase"] = server_mb
         # Its peak since it started: every fill of this run included (one server serves all the sizes).
         row["chroma_server_peak_rss_mb"] = round(rss_kib(server)[1] / 1024)
-    if parts:
-        row["breakdown_ms"] = {name: round(ms / samples, 2) for name, ms in sorted(parts.items(), key=lambda p: -p[1])}
-        row["breakdown_calls"] = {name: round(part_calls[name] / samples, 2) for name in row["breakdown_ms"]}
+    for prefix, timed, counted in (("", parts, part_calls), ("user_search_", user_parts, user_part_calls)):
+        if timed:
+            ms = {name: round(v / samples, 2) for name, v in sorted(timed.items(), key=lambda p: -p[1])}
+            row[f"{prefix}breakdown_ms"] = ms
+            row[f"{prefix}breakdown_calls"] = {name: round(counted[name] / samples, 2) for name in ms}
     return row
 
 
@@ -368,6 +379,7 @@ def timed_parts(memory: TieredMemory) -> Iterator[Counters]:
     if scope_vectors is not None:
         counters.wrap(scope_vectors, "search", "scope_vectors.search", undo)
     counters.wrap(memory, "context", "context() total", undo)
+    counters.wrap(memory, "search", "search() total", undo)
     gc_start = [0.0]
 
     def on_gc(phase: str, info: dict[str, Any]) -> None:

@@ -363,7 +363,7 @@ def measure(size: int, vectors: bool, samples: int, layout: str, per_session: in
 @contextlib.contextmanager
 def timed_parts(memory: TieredMemory) -> Iterator[Counters]:
     """Time, in the counters yielded, each journal method, the embedder, the vector index's search,
-    Python's garbage collector and the whole context() calls made inside the block."""
+    Python's garbage collector and the whole context() and search() calls made inside the block."""
     import gc
 
     counters = Counters()

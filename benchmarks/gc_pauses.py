@@ -18,7 +18,6 @@ order rotates over ``--rounds``.
 from __future__ import annotations
 
 import argparse
-import collections
 import gc
 import json
 import random
@@ -32,6 +31,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from scale import LIVE_SESSION, LIVE_USER, _open_setup, fill, filler_question, pct
+from timing import collections_timed
 
 
 def measure(folder: Path, calls: int, mode: str) -> dict[str, Any]:
@@ -44,24 +44,13 @@ def measure(folder: Path, calls: int, mode: str) -> dict[str, Any]:
             gc.collect()
         if mode == "freeze":
             gc.freeze()
-        pauses: dict[int, list[float]] = collections.defaultdict(list)
-        started = [0.0]
-
-        def on_gc(phase: str, info: dict[str, Any]) -> None:
-            if phase == "start":
-                started[0] = time.perf_counter()
-            else:
-                pauses[info["generation"]].append((time.perf_counter() - started[0]) * 1000)
-
-        gc.callbacks.append(on_gc)
         took = []
-        try:
+        with collections_timed() as seconds:
             for _ in range(calls):
                 t = time.perf_counter()
                 memory.context(filler_question(rng, True))
                 took.append((time.perf_counter() - t) * 1000)
-        finally:
-            gc.callbacks.remove(on_gc)
+    pauses = {g: [s * 1000 for s in v] for g, v in seconds.items()}
     took.sort()
     return {
         "mode": mode, "calls": calls, "tracked_objects_after": len(gc.get_objects()),
@@ -87,19 +76,19 @@ def main() -> None:
     if args.measure is not None:
         print(json.dumps(measure(args.measure, args.calls, args.mode)))
         return
-    folder = Path(tempfile.mkdtemp(prefix="lt-gc-"))
-    with _open_setup(folder, None, True) as setup:
-        fill(setup, args.records, random.Random(args.records), True, "many-sessions", 100, memories_every=6)
     rows = []
-    for r in range(args.rounds):
-        shift = r % len(args.modes)
-        for mode in [*args.modes[shift:], *args.modes[:shift]]:
-            child = [sys.executable, __file__, "--measure", str(folder), "--calls", str(args.calls), "--mode", mode]
-            out = subprocess.run(child, check=True, capture_output=True, text=True)
-            row = json.loads(out.stdout.strip().splitlines()[-1])
-            row["round"] = r
-            print(json.dumps(row), flush=True)
-            rows.append(row)
+    with tempfile.TemporaryDirectory(prefix="lt-gc-") as folder:
+        with _open_setup(folder, None, True) as setup:
+            fill(setup, args.records, random.Random(args.records), True, "many-sessions", 100, memories_every=6)
+        for r in range(args.rounds):
+            shift = r % len(args.modes)
+            for mode in [*args.modes[shift:], *args.modes[:shift]]:
+                child = [sys.executable, __file__, "--measure", folder, "--calls", str(args.calls), "--mode", mode]
+                out = subprocess.run(child, check=True, capture_output=True, text=True)
+                row = json.loads(out.stdout.strip().splitlines()[-1])
+                row["round"] = r
+                print(json.dumps(row), flush=True)
+                rows.append(row)
     if args.json:
         meta = {"command": " ".join(["benchmarks/gc_pauses.py", *sys.argv[1:]]), "records": args.records,
                 "python": sys.version.split()[0]}

@@ -328,10 +328,10 @@ def report(name: str, sessions: Sessions, embedder: LocalEmbedder, args: argpars
     }
     if frees:
         # The rest of ingest, measured with the model answered from the vectors it gave before; at best
-        # it runs beside the model on the floor's cores, so ingest >= floor + rest / cores busy.
+        # it runs beside the model on the floor's cores, so ingest >= floor + rest / cores busy, and
+        # floor / that = the model's share of ingest's CPU, floor CPU / (floor CPU + rest).
         cpu_row["model_free_ingest"] = spread([x["cpu_s"] for x in frees])
-        cpu_row["ceiling_ratio"] = spread([f / (f + x["cpu_s"] / (c / f))
-                                           for f, c, x in zip(floors, floor_cpus, frees)])
+        cpu_row["ceiling_ratio"] = spread([c / (c + x["cpu_s"]) for c, x in zip(floor_cpus, frees)])
     row = {
         "workload": name, "messages": g["messages"], "records": g["records"], "texts_embedded": len(texts),
         "words_per_text": round(words / max(len(texts), 1), 1),

@@ -74,7 +74,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from timing import Counters, rss_kib
+from timing import Counters, collections_timed, rss_kib
 
 from langmem_tiers import MemoryConfig, TieredMemory
 from langmem_tiers.journal.base import Namespace, NewRecord
@@ -364,8 +364,6 @@ def measure(size: int, vectors: bool, samples: int, layout: str, per_session: in
 def timed_parts(memory: TieredMemory) -> Iterator[Counters]:
     """Time, in the counters yielded, each journal method, the embedder, the vector index's search,
     Python's garbage collector and the whole context() and search() calls made inside the block."""
-    import gc
-
     counters = Counters()
     undo: list[Callable[[], None]] = []
     journal = memory.journal
@@ -380,19 +378,12 @@ def timed_parts(memory: TieredMemory) -> Iterator[Counters]:
         counters.wrap(scope_vectors, "search", "scope_vectors.search", undo)
     counters.wrap(memory, "context", "context() total", undo)
     counters.wrap(memory, "search", "search() total", undo)
-    gc_start = [0.0]
-
-    def on_gc(phase: str, info: dict[str, Any]) -> None:
-        if phase == "start":
-            gc_start[0] = time.perf_counter()
-        else:
-            counters.add("gc", time.perf_counter() - gc_start[0])
-
-    gc.callbacks.append(on_gc)
     try:
-        yield counters
+        with collections_timed() as pauses:
+            yield counters
     finally:
-        gc.callbacks.remove(on_gc)
+        for seconds in (s for generation in pauses.values() for s in generation):
+            counters.add("gc", seconds)
         for u in reversed(undo):
             u()
 

@@ -1,9 +1,10 @@
-"""Wall time per named part of a run, by wrapping the methods that do the parts (ingest.py, scale.py), and
-the process's memory (load.py, scale.py, vector_index.py)."""
+"""Wall time per named part of a run, by wrapping the methods that do the parts (ingest.py, scale.py), Python's
+garbage collections (scale.py, gc_pauses.py), and the process's memory (load.py, scale.py, vector_index.py)."""
 
 from __future__ import annotations
 
 import contextlib
+import gc
 import threading
 import time
 from collections import defaultdict
@@ -53,6 +54,25 @@ class Counters:
 
         setattr(obj, attr, timed)
         undo.append(lambda: setattr(obj, attr, original))
+
+
+@contextlib.contextmanager
+def collections_timed() -> Iterator[dict[int, list[float]]]:
+    """Seconds of each garbage collection made inside the block, by generation (``gc.callbacks``)."""
+    pauses: dict[int, list[float]] = defaultdict(list)
+    started = [0.0]
+
+    def on_gc(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            started[0] = time.perf_counter()
+        else:
+            pauses[info["generation"]].append(time.perf_counter() - started[0])
+
+    gc.callbacks.append(on_gc)
+    try:
+        yield pauses
+    finally:
+        gc.callbacks.remove(on_gc)
 
 
 def rss_kib(pid: int | None = None) -> tuple[int, int]:

@@ -17,6 +17,7 @@ from langmem_tiers.errors import ConfigError
 from langmem_tiers.eval.datasets import (
     load_locomo,
     load_longmemeval,
+    merge_haystacks,
     parse_evidence,
     parse_lme_date,
     parse_locomo_date,
@@ -232,6 +233,43 @@ def test_load_longmemeval(lme_file: Path) -> None:
     assert hays[0].messages["answer_b#2"].session_id == "answer_b"
     assert hays[2].questions[0].excluded == "abstention question"
     assert len(load_longmemeval(lme_file, limit=1)) == 1
+
+
+def test_merged_haystacks_hold_each_session_once_oldest_first(tmp_path: Path) -> None:
+    early = _lme_item("q4", "single-session-user", "What did I cook?", ["cooking"])
+    early["haystack_dates"] = ["2023/05/25 (Thu) 12:00", "2023/05/01 (Mon) 09:00"]  # s_filler placed later
+    early["haystack_session_ids"] = ["s_filler", "cooking"]
+    early["haystack_sessions"] = [early["haystack_sessions"][0],
+                                  [{"role": "user", "content": "I cooked a lentil soup.", "has_answer": True}]]
+    path = tmp_path / "lme.json"
+    path.write_text(json.dumps([*LME_SAMPLE, early]), encoding="utf-8")
+    merged = merge_haystacks(load_longmemeval(path))
+    # s_filler is in all four haystacks: once here; "cooking" is dated first, so it leads.
+    assert [s[0].session_id for s in merged.sessions] == ["cooking", "s_filler", "answer_a", "answer_b"]
+    assert [q.qid for q in merged.questions] == ["q1", "q2", "q3_abs", "q4"]
+    assert set(merged.messages) == {m.key for s in merged.sessions for m in s}
+    assert merged.n_messages == 8
+    assert merged.questions[3].gold_messages == {"cooking#0"}
+    assert merged.sessions[1][0].created_at == parse_lme_date("2023/05/20 (Sat) 02:21")  # its first haystack's date
+
+
+def test_haystacks_whose_session_ids_clash_do_not_merge(tmp_path: Path) -> None:
+    other = json.loads(json.dumps(LOCOMO_SAMPLE[0]))
+    other["sample_id"] = "conv-y"
+    other["conversation"]["session_1"][0]["text"] = "Another conversation's first line."
+    path = tmp_path / "locomo.json"
+    path.write_text(json.dumps([LOCOMO_SAMPLE[0], other]), encoding="utf-8")
+    with pytest.raises(ConfigError, match="session 'session_1' differs between haystacks"):
+        merge_haystacks(load_locomo(path))
+
+
+def test_merged_run_asks_every_question_of_one_history(lme_file: Path) -> None:
+    result = main_eval("longmemeval", lme_file, [1, 3], "bm25", None, None, None, merge=True)
+    assert result["config"]["merged"] is True
+    assert result["counts"]["questions_scored"] == 2
+    assert result["counts"]["excluded"] == {"abstention question": 1}
+    assert result["counts"]["haystacks"] == 1
+    assert result["counts"]["messages"] == 7  # the three haystacks hold the same seven messages
 
 
 def test_loaders_refuse_other_formats(tmp_path: Path) -> None:

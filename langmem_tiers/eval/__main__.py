@@ -108,6 +108,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--haystacks", type=_parse_indices, default=None, metavar="I,J,...",
                    help="only the conversations / questions at these indices in the file, scored as one run "
                         "(a held-apart half: --haystacks 1,3,4); not with --offset or --limit")
+    p.add_argument("--merge", action="store_true",
+                   help="the chosen haystacks as one history, ingested once, every question asked of all of it "
+                        "(LongMemEval: its haystacks share one pool of sessions; 30 merged are ~15,000 messages)")
     p.add_argument("--limit-questions", type=parse_positive, default=None,
                    help="at most N scored questions per conversation / haystack")
     p.add_argument("--config", type=parse_setting, action="append", default=[], metavar="FIELD=VALUE",
@@ -152,7 +155,8 @@ def main(argv: list[str] | None = None) -> int:
         qa = build_qa(args)  # before any ingestion: a missing key fails in a second, not after an hour
         main_eval(args.benchmark, args.data, args.k, args.retriever, args.limit, args.json_out, console,
                   layout=args.layout, limit_questions=args.limit_questions, config_overrides=dict(args.config),
-                  qa=qa, offset=args.offset, baseline_rrf_k=args.baseline_rrf_k, indices=args.haystacks)
+                  qa=qa, offset=args.offset, baseline_rrf_k=args.baseline_rrf_k, indices=args.haystacks,
+                  merge=args.merge)
     except LangmemTiersError as e:
         console.print(f"[red]error:[/red] {e}", soft_wrap=True, highlight=False)  # one line, never wrapped
         return 2

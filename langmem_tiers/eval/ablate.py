@@ -29,6 +29,7 @@ from typing import Any, Final
 from langmem_tiers.config import MemoryConfig
 from langmem_tiers.errors import ConfigError, LangmemTiersError
 from langmem_tiers.eval.__main__ import parse_setting
+from langmem_tiers.eval.datasets import Haystack, Question
 from langmem_tiers.eval.metrics import TextIndex, percentile
 from langmem_tiers.eval.ours import OursRetriever, ours_config
 from langmem_tiers.eval.retrievers import make_embedder
@@ -117,14 +118,8 @@ def run_ablation(benchmark: str, haystacks: Sequence[Any], variants: Mapping[str
                 for q in hay.questions:
                     if q.excluded is not None:
                         continue
-                    retriever.ask_at(asked_at(hay, q))
-                    units = retriever.query(q.text, ks[-1])
-                    start = time.perf_counter()
-                    delivered = retriever.context(q.text)
-                    context_ms[name].append((time.perf_counter() - start) * 1000.0)
-                    scores = score_context(benchmark, hay, q, delivered, index)
-                    scores.update(score_answer(q, delivered)[0])
-                    scores.update(score_question(benchmark, hay, q, units, ks))
+                    scores, ms = ask(retriever, benchmark, hay, q, ks, index)
+                    context_ms[name].append(ms)
                     rows[name].append((q.category, scores))
         finally:
             retriever.close()
@@ -132,6 +127,21 @@ def run_ablation(benchmark: str, haystacks: Sequence[Any], variants: Mapping[str
         if checkpoint is not None:
             checkpoint(_result(benchmark, ks, configs, variants, rows, context_ms, done, n_messages, ingest_s))
     return _result(benchmark, ks, configs, variants, rows, context_ms, done, n_messages, ingest_s)
+
+
+def ask(retriever: OursRetriever, benchmark: str, hay: Haystack, q: Question, ks: Sequence[int],
+        index: TextIndex) -> tuple[Scores, float]:
+    """One question asked of an ingested store as of its date: the runner's scores (``search()``'s
+    ``recall@k``, the delivered context's ``context_*``, ``answer_recall``) and ``context()``'s milliseconds."""
+    retriever.ask_at(asked_at(hay, q))
+    units = retriever.query(q.text, ks[-1])
+    start = time.perf_counter()
+    delivered = retriever.context(q.text)
+    ms = (time.perf_counter() - start) * 1000.0
+    scores = score_context(benchmark, hay, q, delivered, index)
+    scores.update(score_answer(q, delivered)[0])
+    scores.update(score_question(benchmark, hay, q, units, ks))
+    return scores, ms
 
 
 def _result(benchmark: str, ks: Sequence[int], configs: Mapping[str, MemoryConfig],

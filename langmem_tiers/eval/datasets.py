@@ -129,6 +129,44 @@ def turns_of(session: Sequence[DatasetMessage]) -> list[tuple[DatasetMessage, ..
     return [tuple(t) for t in turns]
 
 
+def merge_haystacks(haystacks: Sequence[Haystack], hid: str = "merged") -> Haystack:
+    """Every haystack's sessions in one history, each session once, oldest first; every question asked of it.
+
+    LongMemEval gives each question its own ~50-session haystack, drawn from one pool (session ids are
+    global: a filler session shared by two haystacks is the same session). Merged, the 30 dev questions
+    search ~1,500 sessions and ~15,000 messages, thirty times a haystack: recall where the history is
+    long (what a keyword search ranks within its budget, how far the vectors reach). A session is
+    ordered by its first message's date (the file's order breaks ties), so each question's own sessions
+    keep their order; its question date stays its own, so newer sessions of other haystacks may sit
+    after it, as a question of last month asked of today's history. A filler session two haystacks place
+    at different dates (17 of the dev file's, none an answer session) keeps its first haystack's.
+    Raises ``ConfigError`` when one session id holds different messages in two haystacks (LoCoMo's
+    ``session_1`` is every conversation's first: its haystacks do not merge). The loaders' skip counts
+    are summed over the haystacks (an odd entry of a shared session counts once per haystack holding it).
+    """
+    seen: dict[str, tuple[DatasetMessage, ...]] = {}
+    for hay in haystacks:
+        for session in hay.sessions:
+            if not session:
+                continue
+            sid = session[0].session_id
+            held = seen.setdefault(sid, session)
+            if _said(held) != _said(session):
+                raise ConfigError(f"session {sid!r} differs between haystacks: they do not share one pool of "
+                                  f"sessions (LongMemEval's do; LoCoMo's conversations do not), so they cannot merge")
+    sessions = sorted(seen.values(), key=lambda s: s[0].created_at)  # stable: the file's order breaks ties
+    skipped: Counter[str] = Counter()
+    for hay in haystacks:
+        skipped.update(hay.skipped)
+    return Haystack(hid=hid, sessions=tuple(sessions), questions=tuple(q for h in haystacks for q in h.questions),
+                    messages=_index(sessions), skipped=dict(skipped))
+
+
+def _said(session: Sequence[DatasetMessage]) -> list[tuple[str, str, str | None, str, bool]]:
+    """What a session says, without its dates (which differ where two haystacks place one session)."""
+    return [(m.key, m.role, m.name, m.text, m.has_answer) for m in session]
+
+
 def _index(sessions: Sequence[tuple[DatasetMessage, ...]]) -> dict[str, DatasetMessage]:
     return {m.key: m for s in sessions for m in s}
 

@@ -37,7 +37,14 @@ from typing import Any
 
 from langmem_tiers.config import MemoryConfig
 from langmem_tiers.errors import ConfigError
-from langmem_tiers.eval.datasets import Haystack, Question, load_locomo, load_longmemeval, parse_lme_date
+from langmem_tiers.eval.datasets import (
+    Haystack,
+    Question,
+    load_locomo,
+    load_longmemeval,
+    merge_haystacks,
+    parse_lme_date,
+)
 from langmem_tiers.eval.delivery import deliver_ranked
 from langmem_tiers.eval.metrics import (
     Delivered,
@@ -533,6 +540,7 @@ def main_eval(
     offset: int = 0,
     baseline_rrf_k: int = RRF_K,
     indices: Sequence[int] | None = None,
+    merge: bool = False,
 ) -> dict[str, Any]:
     """Entry point of ``langmem-tiers eval``: load, run, print a table, write ``json_out``.
 
@@ -544,6 +552,8 @@ def main_eval(
     follows the resulting ``context_tokens``. ``embedder`` overrides the default local
     MiniLM factory (tests). ``qa`` answers and grades every question from its delivered
     context (``--answer --judge``); it is closed here. ``baseline_rrf_k``: ``hybrid-turns``' RRF constant.
+    ``merge``: the chosen haystacks as one history (:func:`~langmem_tiers.eval.datasets.merge_haystacks`),
+    ingested once, every question asked of all of it.
     """
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ConfigError(f"limit ({limit!r}) must be an integer >= 1 or omitted")
@@ -560,6 +570,8 @@ def main_eval(
     loaded = _load(benchmark, Path(data), limit, offset) if indices is None else select(
         _load(benchmark, Path(data), None), indices)
     haystacks = cap_questions(loaded, limit_questions)
+    if merge:
+        haystacks = [merge_haystacks(haystacks)]
     try:
         result = run_benchmark(benchmark, haystacks, spec, ks, console=console, progress=console is not None,
                                config=config, qa=qa)
@@ -571,6 +583,7 @@ def main_eval(
     result["config"]["offset"] = offset
     result["config"]["haystacks"] = None if indices is None else list(indices)
     result["config"]["limit_questions"] = limit_questions
+    result["config"]["merged"] = merge
     if config_overrides:
         result["config"]["overrides"] = dict(config_overrides)
     if json_out is not None:  # first: a long run's results never depend on the printing

@@ -49,7 +49,7 @@ def timed(journal: SqliteJournal, way: str, queries: list[str], ns_ids: list[int
     chosen = SqliteJournal.__dict__["_ranking"]
     if way != "chosen":
         forced = getattr(SqliteJournal, f"_ranked_{way}")
-        SqliteJournal._ranking = staticmethod(lambda db, ns_ids: forced)  # type: ignore[method-assign]
+        SqliteJournal._ranking = staticmethod(lambda db, ns_ids, kinds=None: forced)  # type: ignore[method-assign]
     try:
         took, hits = [], []
         for q in queries:

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from langmem_tiers.journal import sqlite as sqlite_journal
 from langmem_tiers.journal.base import Namespace, NewRecord, search_terms
 from langmem_tiers.journal.keyword_budget import KEYWORD_BUDGET, KeywordPlan, TermCount, plan_terms, recency_windows
 from langmem_tiers.journal.sqlite import SqliteJournal
@@ -452,6 +453,28 @@ def test_postgres_connections_plan_each_run_for_its_arguments(request: pytest.Fi
         assert journal._pool is not None
         with journal._pool.connection() as conn:
             assert conn.execute("SHOW plan_cache_mode").fetchone() == ("force_custom_plan",)
+    finally:
+        journal.close()
+
+
+def test_sqlite_joins_memories_searched_among_every_record(tmp_path: Path) -> None:
+    """A scope of most sessions streams FTS5's ranking, unless its kinds leave the turns out: in every
+    record's index, memories are a small part of the matches, and streaming would rank the turns only to
+    drop them (the profile's search of LongMemEval's haystacks merged: 7.2 ms streamed, 2.2 joined). In
+    the memories' own index every match is a memory, so it streams as the scope says."""
+    journal = SqliteJournal(tmp_path / "journal.sqlite3")
+    try:
+        namespaces = [journal.namespace_id(Namespace(f"s{i}", "u")) or 0 for i in range(4)]
+        db = journal._sql
+
+        def way(ns_ids: list[int], kinds: list[str] | None, index: str = sqlite_journal.RECORDS_INDEX) -> str:
+            return str(SqliteJournal._ranking(db, ns_ids, kinds, index).func.__name__)
+
+        assert way(namespaces, None) == "_ranked_streamed"
+        assert way(namespaces, ["turn", "fact"]) == "_ranked_streamed"
+        assert way(namespaces, ["fact", "preference"]) == "_ranked_joined"
+        assert way(namespaces, ["fact"], sqlite_journal.MEMORY_INDEX) == "_ranked_streamed"
+        assert way(namespaces[:1], None) == "_ranked_joined"  # a quarter of the sessions
     finally:
         journal.close()
 

@@ -841,9 +841,9 @@ class SqliteJournal(SqlJournal):
             if budget is None or scope_size(db, ns_ids, kinds, budget + 1) <= budget:
                 # As without a budget: FTS5 narrows by the scope's terms (few records: cheap).
                 match = fts_query("", ns_ids, terms)
-                return _hits(self._ranking(db, ns_ids)(db, match, ns_ids, k, kinds, 0) if match else [])
+                return _hits(self._ranking(db, ns_ids, kinds)(db, match, ns_ids, k, kinds, 0) if match else [])
             index = MEMORY_INDEX if kinds and "turn" not in kinds else RECORDS_INDEX
-            ranked = self._ranking(db, ns_ids, index)
+            ranked = self._ranking(db, ns_ids, kinds, index)
             counts = self._counts(db, terms, budget + 1, index)
             rows, crowded = self._ranked_in_budget(db, ranked, counts, ns_ids, k, kinds, budget, index, own=False)
             if crowded:
@@ -967,7 +967,8 @@ class SqliteJournal(SqlJournal):
         return TermCount(term, int(row[0]), int(row[1]))
 
     @staticmethod
-    def _ranking(db: Sql, ns_ids: Sequence[int], index: str = RECORDS_INDEX) -> Ranker:
+    def _ranking(db: Sql, ns_ids: Sequence[int], kinds: Sequence[str] | None = None,
+                 index: str = RECORDS_INDEX) -> Ranker:
         """How to rank a keyword search of ``ns_ids`` in ``index``: ``(db, match, ns_ids, k, kinds, floor)`` to
         the ``k`` best matches by bm25 among records of ``ns_ids`` (of ``kinds``) with ids from ``floor`` on.
         Chosen once per search: a search over the budget ranks once per recency window.
@@ -979,12 +980,18 @@ class SqliteJournal(SqlJournal):
         records: 6.1-6.5 ms against 10.1-10.7 joined, two runs), slower when few are (a tenth of its
         sessions: 13.0-14.0 against 5.4-5.6), so it is taken when the scope holds at least half of the
         journal's sessions (a threshold between the two measured ends, not tuned:
-        ``benchmarks/keyword_scope.py``).
+        ``benchmarks/keyword_scope.py``). Kinds without turns, searched in every record's index (a scope
+        of memories within the budget), keep a small part of its matches whatever the sessions: there
+        streamed would rank the turns to drop them, so they are joined (the profile's search of LongMemEval's
+        30 haystacks merged, 742 of 1,467 sessions holding 2,216 memories among 23,059 records: 2.2 ms
+        p50 joined against 7.2 streamed, the same rows for each of its 28 questions, three rounds).
         """
         # Sessions are numbered from 1 (AUTOINCREMENT): the highest number is their count but for erased
         # ones, read at the end of the primary key (counting 10,000 rows cost ~0.8 ms a search).
         journal_ns = int(db.one("SELECT coalesce(max(ns), 0) FROM namespaces")[0])
-        way = SqliteJournal._ranked_streamed if 2 * len(ns_ids) >= journal_ns else SqliteJournal._ranked_joined
+        memories_among_all = index == RECORDS_INDEX and kinds is not None and "turn" not in kinds
+        streamed = 2 * len(ns_ids) >= journal_ns and not memories_among_all
+        way = SqliteJournal._ranked_streamed if streamed else SqliteJournal._ranked_joined
         return functools.partial(way, index=index)
 
     @staticmethod

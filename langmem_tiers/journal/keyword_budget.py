@@ -61,7 +61,10 @@ from dataclasses import dataclass
 # holds ~660 messages, a LongMemEval haystack ~250 turns; the largest sum of query-term document
 # frequencies there is ~500), so those rank exactly as without a budget, while a query of common
 # words at 100k-1M records ranks at most 2,000 matches instead of hundreds of thousands
-# (figures: ``benchmarks/sql_layer_cost.py --keyword-scale``).
+# (figures: ``benchmarks/sql_layer_cost.py --keyword-scale``). Where it binds, on LongMemEval's 30 dev haystacks
+# merged into one history (15,000 messages; 23 of 28 questions bounded), it lost no evidence against ranking
+# every match, where 1,000 lost a gold answer and 250 three questions' evidence
+# (``benchmarks/keyword_budget_recall.py``, BENCHMARKS.md issue 15 session 59).
 KEYWORD_BUDGET = 2_000
 # The first recency window holds this fraction of the budget; each next one doubles, up to the budget.
 FIRST_WINDOW_SHARE = 4

@@ -471,6 +471,7 @@ def test_sqlite_joins_memories_searched_among_every_record(tmp_path: Path) -> No
             return str(SqliteJournal._ranking(db, ns_ids, kinds, index).func.__name__)
 
         assert way(namespaces, None) == "_ranked_streamed"
+        assert way(namespaces, []) == "_ranked_streamed"  # no kinds named: every kind
         assert way(namespaces, ["turn", "fact"]) == "_ranked_streamed"
         assert way(namespaces, ["fact", "preference"]) == "_ranked_joined"
         assert way(namespaces, ["fact"], sqlite_journal.MEMORY_INDEX) == "_ranked_streamed"

@@ -989,7 +989,7 @@ class SqliteJournal(SqlJournal):
         # Sessions are numbered from 1 (AUTOINCREMENT): the highest number is their count but for erased
         # ones, read at the end of the primary key (counting 10,000 rows cost ~0.8 ms a search).
         journal_ns = int(db.one("SELECT coalesce(max(ns), 0) FROM namespaces")[0])
-        memories_among_all = index == RECORDS_INDEX and kinds is not None and "turn" not in kinds
+        memories_among_all = index == RECORDS_INDEX and bool(kinds) and "turn" not in (kinds or ())
         streamed = 2 * len(ns_ids) >= journal_ns and not memories_among_all
         way = SqliteJournal._ranked_streamed if streamed else SqliteJournal._ranked_joined
         return functools.partial(way, index=index)

@@ -313,6 +313,35 @@ def test_profile_relevance_finds_word_forms() -> None:
     assert [p.record_id for p in profile_lines(records, "Is it doable?", related_only=True)] == []
 
 
+def test_profile_stem_match_is_the_prefix_rule() -> None:
+    """The set lookups of ``_stem_in`` agree with the rule they implement, walked word by word, on random
+    stems and words of one to five letters over a small alphabet (so that prefixes collide often)."""
+    import random
+
+    from langmem_tiers.semantic.profile import _stem_in
+
+    def walked(stem: str, words: set[str]) -> bool:
+        if stem in words:
+            return True
+        if len(stem) < 5:
+            return len(stem) >= 3 and any(w.startswith(stem) for w in words)
+        return any(3 <= len(w) < 5 and stem.startswith(w) for w in words)
+
+    rng = random.Random(11)
+
+    def word() -> str:
+        return "".join(rng.choice("abc") for _ in range(rng.randint(1, 5)))
+
+    found = 0
+    for _ in range(3000):
+        words = {word() for _ in range(rng.randint(0, 8))}
+        heads = {w[:n] for w in words for n in (3, 4)}
+        stem = word()
+        assert _stem_in(stem, words, heads) == walked(stem, words), (stem, words)
+        found += walked(stem, words)
+    assert 100 < found < 2900  # both answers were checked many times (277 found)
+
+
 # --- answer recall --------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("answer", "delivered", "found"), [

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 from collections.abc import Sequence
@@ -36,12 +35,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from langmem_tiers.eval.ablate import ask
 from langmem_tiers.eval.datasets import load_longmemeval, merge_haystacks
-from langmem_tiers.eval.metrics import TextIndex
+from langmem_tiers.eval.metrics import TextIndex, percentile
 from langmem_tiers.eval.ours import OursRetriever, ours_config
 from langmem_tiers.eval.retrievers import make_embedder
-from langmem_tiers.eval.runner import metric_names, parse_indices, select
+from langmem_tiers.eval.runner import _aggregate, metric_names, parse_indices, select
 from langmem_tiers.journal.base import search_terms
-from langmem_tiers.journal.sqlite import RECORDS_INDEX, fts_query
+from langmem_tiers.journal.sqlite import SqliteJournal
 
 KS = (5, 10)
 HEADLINE = ("context_session_recall_all", "context_message_recall_any", "answer_recall",
@@ -56,15 +55,11 @@ def parse_budgets(text: str) -> list[int | None]:
     return out
 
 
-def term_matches(journal: Any, question: str) -> dict[str, int]:
-    """Each of the question's search terms: its matches in the journal's index of every record."""
-    out = {}
-    for term in search_terms(question):
-        match = fts_query("", (), [term])
-        if match is not None:
-            out[term] = int(journal._sql.one(f"SELECT count(*) FROM {RECORDS_INDEX} WHERE {RECORDS_INDEX} MATCH ?",
-                                             (match,))[0])
-    return out
+def term_matches(journal: Any, question: str, records: int) -> dict[str, int]:
+    """Each of the question's search terms: its matches in the journal's index of every record (the journal's
+    own count, capped above the ``records`` it holds: every match)."""
+    return {term: SqliteJournal._count_matches(journal._sql, term, records + 1).matches
+            for term in search_terms(question)}
 
 
 def moved(questions: dict[str, dict[str, float]], unbounded: dict[str, dict[str, float]]) -> list[str]:
@@ -91,7 +86,7 @@ def run(data: Path, budgets: Sequence[int | None], indices: Sequence[int] | None
         journal = retriever.memory.journal
         records = int(journal._sql.one("SELECT count(*) FROM records")[0])
         index = TextIndex(merged.messages)
-        counts = {q.qid: term_matches(journal, q.text) for q in asked}
+        counts = {q.qid: term_matches(journal, q.text, records) for q in asked}
         default = journal.keyword_budget
         rounds: dict[str, Any] = {}
         names = metric_names("longmemeval", KS)
@@ -103,10 +98,9 @@ def run(data: Path, budgets: Sequence[int | None], indices: Sequence[int] | None
                     scores, took = ask(retriever, "longmemeval", merged, q, KS, index)
                     per_question[q.qid] = {name: round(v, 4) for name, v in sorted(scores.items())}
                     ms.append(took)
-                overall = {name: round(statistics.mean(vals), 4) for name in names
-                           if (vals := [s[name] for s in per_question.values() if name in s])}
                 rounds[str(budget).lower()] = {
-                    "budget": budget, "overall": overall, "context_p50_ms": round(statistics.median(ms), 2),
+                    "budget": budget, "overall": _aggregate(list(per_question.values()), names),
+                    "context_p50_ms": round(percentile(ms, 50), 2),
                     "bounded_questions": sum(1 for c in counts.values()
                                              if budget is not None and sum(c.values()) > budget),
                     "questions": per_question,

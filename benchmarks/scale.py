@@ -41,13 +41,18 @@ with the test suite's helpers in tests/support), the fill vacuumed and analyzed 
 have left it (from session 55 on); the row then carries the Chroma server's RSS after each
 phase and its peak since it started, beside this process's.
 
+``--agents N`` puts the filler sessions under N agents in turn (the live session under the first), and
+each sample also times an agent-scope ``search(k=10)`` (this user's sessions with the live session's agent:
+with one agent, every session of the user, as many records as user scope) beside the user scope's: target 2
+names both.
+
 ``--breakdown`` adds, after the samples, as many more context() calls with every journal read, the
 embedder, the in-process vector index's search and Python's garbage collector timed apart: the row's
 ``breakdown_ms`` is the mean ms per context() call of each (they nest: the index's search includes any
 journal read it makes), ``breakdown_calls`` the mean calls of each per context(); then as many
 user-scope ``search(k=10)`` calls (target 2's figure) timed the same way, in ``user_search_breakdown_ms``
-and ``user_search_breakdown_calls``. The timing wrappers cost a little themselves, so these calls are
-not the row's latency figures.
+and ``user_search_breakdown_calls`` (with ``--agents``, agent scope's in ``agent_search_breakdown_*``).
+The timing wrappers cost a little themselves, so these calls are not the row's latency figures.
 
 ``--reuse FOLDER`` measures on a folder an earlier run filled (each run prints its folder): a 1M
 fill takes most of an hour here, so a before/after pair fills once, copies the folder, and runs each
@@ -83,7 +88,7 @@ from langmem_tiers.messages import Message
 VOCAB = [f"{w}{i}" for i in range(60) for w in ("alpha", "bravo", "delta", "kilo", "lima", "oscar", "tango")]
 COMMON = "the a we said about and then it was for my our trip meeting plan".split()
 LAYOUTS = ("one-session", "many-sessions", "many-users")
-LIVE_SESSION, LIVE_USER = "live", "user-0"
+LIVE_SESSION, LIVE_USER, LIVE_AGENT = "live", "user-0", "agent-0"
 TEXT_NOISE = 0.5  # --text-vectors: norm of the noise on each drawn turn vector (as benchmarks/vector_index.py)
 TARGET_MS = 30.0  # issue 15, targets 1 and 2
 STORE_NAMES = {"ChromaStore": "embedded chroma", "SqliteVectorStore": "embedded sqlite"}  # a row's vectors_in
@@ -112,13 +117,17 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def filler_namespaces(size: int, layout: str, per_session: int) -> list[tuple[Namespace, int]]:
-    """Where the N filler messages go: (namespace, messages) in write order."""
+def filler_namespaces(size: int, layout: str, per_session: int, agents: int = 0) -> list[tuple[Namespace, int]]:
+    """Where the N filler messages go: (namespace, messages) in write order. ``agents``: the sessions
+    take turns among that many agents (``agent-0`` is the live session's), or have none (0)."""
+    def agent(s: int) -> str:
+        return f"agent-{s % agents}" if agents else ""
+
     if layout == "one-session":
-        return [(Namespace(LIVE_SESSION, LIVE_USER), size)]
+        return [(Namespace(LIVE_SESSION, LIVE_USER, agent(0)), size)]
     sessions = max(size // per_session, 1)
     user = (lambda s: LIVE_USER) if layout == "many-sessions" else (lambda s: f"user-{s % 50}")
-    return [(Namespace(f"filler-{s}", user(s)), per_session) for s in range(sessions)]
+    return [(Namespace(f"filler-{s}", user(s), agent(s)), per_session) for s in range(sessions)]
 
 
 def text_pool(path: Path, memory: TieredMemory) -> Any:
@@ -136,7 +145,7 @@ def text_pool(path: Path, memory: TieredMemory) -> Any:
 
 
 def fill(memory: TieredMemory, size: int, rng: random.Random, vectors: bool, layout: str,
-         per_session: int, batch: int = 2000, pool: Any = None, memories_every: int = 0) -> None:
+         per_session: int, batch: int = 2000, pool: Any = None, memories_every: int = 0, agents: int = 0) -> None:
     """Write ``size`` filler messages; with ``vectors``, each record's vector is a random unit vector, or
     with a ``pool`` (:func:`text_pool`) one of its rows at random, jittered by noise of norm ``TEXT_NOISE``.
     ``memories_every``: every that many turns, an unkeyed fact too (the turn's user line), as the offline
@@ -146,7 +155,7 @@ def fill(memory: TieredMemory, size: int, rng: random.Random, vectors: bool, lay
     store = recall.store if recall else None
     dim = recall.embedder.dimension if recall and recall.embedder else 0
     numpy_rng = np.random.default_rng(size)
-    for ns, count in filler_namespaces(size, layout, per_session):
+    for ns, count in filler_namespaces(size, layout, per_session, agents):
         ns_id = journal.namespace_id(ns)
         assert ns_id is not None
         for start in range(0, count, batch):  # one transaction per batch: a 1M session fits in memory
@@ -208,17 +217,18 @@ def _open_setup(target: str | Path, chroma: str | None, vectors: bool,
 
 def _fill_child(target: str | Path, chroma: str | None, size: int, vectors: bool, layout: str,
                 per_session: int, text_vectors: Path | None, embedded_vectors: str | None,
-                memories_every: int = 0) -> None:
+                memories_every: int = 0, agents: int = 0) -> None:
     with _open_setup(target, chroma, vectors, embedded_vectors) as setup:
         pool = text_pool(text_vectors, setup) if vectors and text_vectors else None
-        fill(setup, size, random.Random(size), vectors, layout, per_session, pool=pool, memories_every=memories_every)
+        fill(setup, size, random.Random(size), vectors, layout, per_session, pool=pool, memories_every=memories_every,
+             agents=agents)
 
 
 def measure(size: int, vectors: bool, samples: int, layout: str, per_session: int,
             journal_url: str | None = None, chroma: str | None = None, reuse: Path | None = None,
             breakdown: bool = False, server: int | None = None, text_vectors: Path | None = None,
             embedded_vectors: str | None = None, memories_every: int = 0,
-            plain_questions: bool = False) -> dict[str, Any]:
+            plain_questions: bool = False, agents: int = 0) -> dict[str, Any]:
     rng = random.Random(size)
     folder = reuse or Path(tempfile.mkdtemp(prefix="lt-scale-"))
     t0 = time.perf_counter()
@@ -228,7 +238,7 @@ def measure(size: int, vectors: bool, samples: int, layout: str, per_session: in
         child = multiprocessing.get_context("spawn").Process(
             target=_fill_child,
             args=(journal_url or folder, chroma, size, vectors, layout, per_session, text_vectors, embedded_vectors,
-                  memories_every))
+                  memories_every, agents))
         child.start()
         child.join()
         if child.exitcode != 0:
@@ -254,7 +264,7 @@ def measure(size: int, vectors: bool, samples: int, layout: str, per_session: in
     with _open_setup(journal_url or folder, chroma, vectors, embedded_vectors) as setup:
         mark("opened")
         vectors_in = type(setup.recall.store).__name__ if setup.recall and setup.recall.store else "none"
-        memory = setup.for_session(LIVE_SESSION, user_id=LIVE_USER)
+        memory = setup.for_session(LIVE_SESSION, user_id=LIVE_USER, agent_id=LIVE_AGENT if agents else None)
         embedder = memory.recall.embedder if memory.recall else None
         if embedder is not None:
             embedder.embed(["warm up the model"])
@@ -277,9 +287,9 @@ def measure(size: int, vectors: bool, samples: int, layout: str, per_session: in
         # Two rounds of the same calls. The first is the row's figures: the calls right after the graph
         # build, while the process and the OS page cache still warm to a large fill. The second is the
         # same calls warm (``warm_context``).
-        rounds: list[tuple[list[float], list[float], list[float], list[float]]] = []
+        rounds: list[tuple[list[float], list[float], list[float], list[float], list[float]]] = []
         for _ in range(2):
-            context_ms, search_ms, user_ms, embed_ms = [], [], [], []
+            context_ms, search_ms, user_ms, agent_ms, embed_ms = [], [], [], [], []
             for _ in range(samples):
                 question = filler_question(rng, plain_questions)
                 t = time.perf_counter()
@@ -289,10 +299,12 @@ def measure(size: int, vectors: bool, samples: int, layout: str, per_session: in
                     delivered.append((len(ctx.recalled), ctx.tokens.recall))
                 search_ms.append(_timed(lambda: memory.search(question, k=10)))
                 user_ms.append(_timed(lambda: memory.search(question, k=10, scope="user")))
+                if agents:
+                    agent_ms.append(_timed(lambda: memory.search(question, k=10, scope="agent")))
                 if embedder is not None:
                     embed_ms.append(_timed(lambda: embedder.embed([question])))
-            rounds.append((context_ms, search_ms, user_ms, embed_ms))
-        (context_ms, search_ms, user_ms, embed_ms), (warm_ms, *_) = rounds
+            rounds.append((context_ms, search_ms, user_ms, agent_ms, embed_ms))
+        (context_ms, search_ms, user_ms, agent_ms, embed_ms), (warm_ms, *_) = rounds
         # A conversation: each question is added as the user's turn, context() is built for it, and the
         # reply is added; the user's scope grew since the previous context() (the samples above do not).
         # flush() stands for the seconds between turns, in which the indexer embeds the finished turn:
@@ -306,8 +318,8 @@ def measure(size: int, vectors: bool, samples: int, layout: str, per_session: in
             memory.flush()
         parts: dict[str, float] = {}  # ms per part, over the breakdown's context() calls
         part_calls: dict[str, int] = {}
-        user_parts: dict[str, float] = {}  # the same over as many user-scope search() calls (target 2)
-        user_part_calls: dict[str, int] = {}
+        # The same over as many user-scope (and with agents, agent-scope) search() calls (target 2).
+        scope_parts: dict[str, tuple[dict[str, float], dict[str, int]]] = {}
         if breakdown:
             questions = [filler_question(rng, plain_questions) for _ in range(samples)]
             with timed_parts(memory) as counters:
@@ -315,11 +327,12 @@ def measure(size: int, vectors: bool, samples: int, layout: str, per_session: in
                     memory.context(question)
             parts = {name: sec * 1000 for name, sec in counters.seconds.items()}
             part_calls = dict(counters.calls)
-            with timed_parts(memory) as counters:
-                for question in questions:
-                    memory.search(question, k=10, scope="user")
-            user_parts = {name: sec * 1000 for name, sec in counters.seconds.items()}
-            user_part_calls = dict(counters.calls)
+            for scope in ("user", "agent") if agents else ("user",):
+                with timed_parts(memory) as counters:
+                    for question in questions:
+                        memory.search(question, k=10, scope=scope)
+                scope_parts[scope] = ({name: sec * 1000 for name, sec in counters.seconds.items()},
+                                      dict(counters.calls))
         total = memory.journal.count_messages()
         mark("end")
         with memory.journal._autocommit() as db:  # type: ignore[attr-defined]
@@ -330,11 +343,11 @@ def measure(size: int, vectors: bool, samples: int, layout: str, per_session: in
         "filler_vectors": _filler_vectors(vectors, text_vectors, reuse), "fill_s": round(fill_s, 1),
         "memories_every": None if reuse else memories_every, "facts_stored": facts,
         "questions": "plain" if plain_questions else "with a rare word",
-        "samples": samples, "cold_context_ms": round(cold_ms, 2), "graph_build_s": round(build_s, 1),
+        "samples": samples, "agents": agents, "cold_context_ms": round(cold_ms, 2), "graph_build_s": round(build_s, 1),
     }
     for name, values in (("add", add_ms), ("context", context_ms), ("warm_context", warm_ms), ("turn_context", turn_ms),
                          ("search", search_ms),
-                         ("user_search", user_ms), ("embed", embed_ms)):
+                         ("user_search", user_ms), ("agent_search", agent_ms), ("embed", embed_ms)):
         if values:
             row[f"{name}_ms_p50"], row[f"{name}_ms_p95"] = _p(values)
     if delivered:
@@ -342,6 +355,8 @@ def measure(size: int, vectors: bool, samples: int, layout: str, per_session: in
         row["recall_tokens_p50"] = statistics.median(t for _, t in delivered)
     if embed_ms:
         row["user_search_over_embed"] = round(row["user_search_ms_p50"] / row["embed_ms_p50"], 2)
+        if agent_ms:
+            row["agent_search_over_embed"] = round(row["agent_search_ms_p50"] / row["embed_ms_p50"], 2)
     row.update({
         "max_rss_mb": round(rss_kib()[1] / 1024),  # process peak so far
         "rss_mb_by_phase": rss_mb,
@@ -352,7 +367,8 @@ def measure(size: int, vectors: bool, samples: int, layout: str, per_session: in
         row["chroma_server_rss_mb_by_phase"] = server_mb
         # Its peak since it started: every fill of this run included (one server serves all the sizes).
         row["chroma_server_peak_rss_mb"] = round(rss_kib(server)[1] / 1024)
-    for prefix, timed, counted in (("", parts, part_calls), ("user_search_", user_parts, user_part_calls)):
+    for prefix, timed, counted in (("", parts, part_calls),
+                                   *((f"{scope}_search_", *split) for scope, split in scope_parts.items())):
         if timed:
             ms = {name: round(v / samples, 2) for name, v in sorted(timed.items(), key=lambda p: -p[1])}
             row[f"{prefix}breakdown_ms"] = ms
@@ -412,6 +428,9 @@ def main() -> None:
     parser.add_argument("--plain-questions", action="store_true",
                         help="questions of filler words only, without the rare 'say' that makes keyword search "
                              "cheap once questions are in the history (filler_question)")
+    parser.add_argument("--agents", type=int, default=0, metavar="N",
+                        help="the filler sessions take turns among N agents, the live session is agent-0's, and "
+                             "agent-scope search(k=10) is timed beside user scope's (0: no agents, no agent scope)")
     parser.add_argument("--breakdown", action="store_true",
                         help="also time the parts of context() (journal reads, embedder, index, gc) apart")
     parser.add_argument("--plot-only", nargs="+", default=None, metavar="JSON",
@@ -424,6 +443,8 @@ def main() -> None:
                      "or --reuse (a reused fill keeps its vectors)")
     if args.embedded_vectors is not None and args.servers:
         parser.error("--embedded-vectors chooses the embedded folder's store; --servers uses a Chroma server")
+    if args.agents < 0:
+        parser.error(f"--agents ({args.agents}) must be 0 (none) or more")
     if args.per_session < 2 or args.per_session % 2:
         parser.error(f"--per-session ({args.per_session}) must be an even number >= 2 (user/assistant turns)")
     if args.plot_only:
@@ -462,7 +483,7 @@ def run(args: argparse.Namespace, out: Path, journal_url: str | None, chroma: st
                       per_session=args.per_session, journal_url=journal_url, chroma=chroma, reuse=args.reuse,
                       breakdown=args.breakdown, server=server_pid, text_vectors=args.text_vectors,
                       embedded_vectors=args.embedded_vectors, memories_every=args.memories_every,
-                      plain_questions=args.plain_questions)
+                      plain_questions=args.plain_questions, agents=args.agents)
         rows.append(row)
         print(json.dumps(row), flush=True)
         out.with_suffix(".json").write_text(json.dumps(rows, indent=2))  # what is done survives an interrupt

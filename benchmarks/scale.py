@@ -34,8 +34,11 @@ many conversation turns (``turn_context``): the question added as the user's mes
 reply added and indexed (flush(), untimed: the pause between turns), so every context() finds the
 session grown since the previous one.
 The first context() after filling (the cold one: in-process vector indexes are fetched) is reported
-apart, then the run waits for any HNSW graph still building in the background (``graph_build_s``)
-before sampling, so the samples measure the installed index. With ``--servers`` the journal is a
+apart (with ``--agents``, the first agent-scope search too: another scope, another index), then the run
+waits for any HNSW graph still building in the background (``graph_build_s``) before sampling, so the
+samples measure the installed index. ``--during-build`` times context() calls meanwhile
+(``building_context_ms_*``): until the graph is installed, a scope past 20k vectors is answered by the
+vector store's filtered query, which grows with the whole collection. With ``--servers`` the journal is a
 throwaway PostgreSQL cluster and the vectors a ``chroma run`` server, both on 127.0.0.1 (started
 with the test suite's helpers in tests/support), the fill vacuumed and analyzed as autovacuum would
 have left it (from session 55 on); the row then carries the Chroma server's RSS after each
@@ -228,7 +231,7 @@ def measure(size: int, vectors: bool, samples: int, layout: str, per_session: in
             journal_url: str | None = None, chroma: str | None = None, reuse: Path | None = None,
             breakdown: bool = False, server: int | None = None, text_vectors: Path | None = None,
             embedded_vectors: str | None = None, memories_every: int = 0,
-            plain_questions: bool = False, agents: int = 0) -> dict[str, Any]:
+            plain_questions: bool = False, agents: int = 0, during_build: bool = False) -> dict[str, Any]:
     rng = random.Random(size)
     folder = reuse or Path(tempfile.mkdtemp(prefix="lt-scale-"))
     t0 = time.perf_counter()
@@ -274,12 +277,21 @@ def measure(size: int, vectors: bool, samples: int, layout: str, per_session: in
         memory.flush()
         mark("adds indexed")  # embedded Chroma loads its own index of the collection on the first write
         cold_ms = _timed(lambda: memory.context("What did we say about the plan?"))
+        # With agents, the agent scope is another entry (fewer sessions than the user's, unless one agent): its
+        # first query too, so that the samples below find both installed.
+        cold_agent_ms = _timed(lambda: memory.search("What did we say about the plan?", k=10, scope="agent")) \
+            if agents else None
         mark("cold context()")
         # A scope past 20k vectors gets its HNSW graph on a background thread (Chroma's filtered query
         # answers meanwhile): the samples below measure the installed graph, the build's time is its own row.
         t_build = time.perf_counter()
         scope_vectors = getattr(memory.recall, "_scope_vectors", None)  # absent in trees before issue 15's index
+        building_ms: list[float] = []  # --during-build: what context() costs while the graph is built
         if scope_vectors is not None:
+            during = random.Random(size + 1)  # its own questions: the samples' stay those of earlier rows
+            while during_build and len(building_ms) < samples and scope_vectors.stats()["building"]:
+                question = filler_question(during, plain_questions)
+                building_ms.append(_timed(lambda: memory.context(question)))
             scope_vectors.wait_builds()
         build_s = time.perf_counter() - t_build
         mark("graph built")
@@ -345,7 +357,12 @@ def measure(size: int, vectors: bool, samples: int, layout: str, per_session: in
         "questions": "plain" if plain_questions else "with a rare word",
         "samples": samples, "agents": agents, "cold_context_ms": round(cold_ms, 2), "graph_build_s": round(build_s, 1),
     }
-    for name, values in (("add", add_ms), ("context", context_ms), ("warm_context", warm_ms), ("turn_context", turn_ms),
+    if cold_agent_ms is not None:
+        row["cold_agent_search_ms"] = round(cold_agent_ms, 2)
+    if during_build:
+        row["building_context_calls"] = len(building_ms)  # p50 / p95 below when any
+    for name, values in (("add", add_ms), ("building_context", building_ms), ("context", context_ms),
+                         ("warm_context", warm_ms), ("turn_context", turn_ms),
                          ("search", search_ms),
                          ("user_search", user_ms), ("agent_search", agent_ms), ("embed", embed_ms)):
         if values:
@@ -431,6 +448,10 @@ def main() -> None:
     parser.add_argument("--agents", type=int, default=0, metavar="N",
                         help="the filler sessions take turns among N agents, the live session is agent-0's, and "
                              "agent-scope search(k=10) is timed beside user scope's (0: no agents, no agent scope)")
+    parser.add_argument("--during-build", action="store_true",
+                        help="time context() calls (at most --samples, questions of their own) while a scope's graph "
+                             "is built in the background after the cold call: what a large user gets meanwhile "
+                             "(graph_build_s then includes them)")
     parser.add_argument("--breakdown", action="store_true",
                         help="also time the parts of context() (journal reads, embedder, index, gc) apart")
     parser.add_argument("--plot-only", nargs="+", default=None, metavar="JSON",
@@ -483,7 +504,7 @@ def run(args: argparse.Namespace, out: Path, journal_url: str | None, chroma: st
                       per_session=args.per_session, journal_url=journal_url, chroma=chroma, reuse=args.reuse,
                       breakdown=args.breakdown, server=server_pid, text_vectors=args.text_vectors,
                       embedded_vectors=args.embedded_vectors, memories_every=args.memories_every,
-                      plain_questions=args.plain_questions, agents=args.agents)
+                      plain_questions=args.plain_questions, agents=args.agents, during_build=args.during_build)
         rows.append(row)
         print(json.dumps(row), flush=True)
         out.with_suffix(".json").write_text(json.dumps(rows, indent=2))  # what is done survives an interrupt

@@ -477,11 +477,18 @@ def test_vector_cache_mb_is_validated_and_bounds_the_index(tmp_path: Path) -> No
         assert _cache(memory).max_bytes == 3 * 2**20
 
 
+def _graph_only(vectors: int) -> int:
+    """A byte bound that holds a graph of this many vectors but not its exact rows beside it: a new scope
+    of that size is built as a graph directly (no exact-first build)."""
+    return vectors * scope_vectors.hnsw_bytes_per_vector(DIM)
+
+
 def test_a_large_scope_is_answered_by_chroma_while_its_graph_builds(tmp_path: Path) -> None:
     """A query never waits for a graph: it gets ``None`` (the engine asks Chroma) until the build ends."""
     with _open(tmp_path) as memory:
         _fill(memory, 30)
-        cache = _small_index(memory)  # after the fill: nothing offered, builds read Chroma
+        # After the fill (nothing offered, builds read Chroma); a bound too small for exact-first.
+        cache = _small_index(memory, max_bytes=_graph_only(30))
         ns = [memory._ns_id]
         started, release, keys = _held_builds(cache)
         assert cache.search(ns, _planted(7), 5) is None
@@ -541,7 +548,8 @@ def test_a_record_erased_during_a_build_is_never_served(tmp_path: Path) -> None:
 def test_a_failed_build_is_retried_by_a_later_query(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     with _open(tmp_path) as memory:
         _fill(memory, 30)
-        cache = _small_index(memory, build_retry_s=3600)  # after the fill: nothing offered, builds read Chroma
+        # After the fill: nothing offered, builds read Chroma. One build per try: a graph directly.
+        cache = _small_index(memory, build_retry_s=3600, max_bytes=_graph_only(30))
         ns = [memory._ns_id]
         store = cache.store
 
@@ -573,6 +581,104 @@ def test_a_failed_build_is_retried_by_a_later_query(tmp_path: Path, caplog: pyte
         query = "user: planted fact 3 about place 21\nassistant: ok 3"
         assert _top(cache, ns, query, 5)[0] == _exact(memory, ns, query, 1)[0]
         assert cache.stats()["hnsw_entries"] == 1
+
+
+def test_a_new_large_scope_answers_exactly_once_read_while_its_graph_builds(tmp_path: Path) -> None:
+    """Where its rows and its graph fit the bound together, a new scope past ``hnsw_from`` is read as exact
+    rows, installed, and answers from them (the exact top hits) while its graph is built from them; changes
+    meanwhile reach both; ``wait_builds`` waits for the graph."""
+    with _open(tmp_path) as memory:
+        _fill(memory, 30)
+        cache = _small_index(memory)  # after the fill: nothing offered, builds read Chroma
+        ns = [memory._ns_id]
+        builds: list[Any] = []
+        graph_started, release = threading.Event(), threading.Event()
+        real = cache._build
+
+        def hold_the_graph(build: Any, guard: Any) -> None:
+            builds.append(build)
+            if build.seed is not None:  # the graph from the exact rows: held until released
+                graph_started.set()
+                assert release.wait(60)
+            real(build, guard)
+
+        cache._build = hold_the_graph  # type: ignore[method-assign]
+        assert cache.search(ns, _planted(7), 5) is None  # the rows are read in the background
+        assert graph_started.wait(60)
+        assert [b.exact_first for b in builds] == [True, False]
+        (entry,) = cache._cache.values()
+        assert isinstance(entry.rows, _ExactRows)
+        assert cache.stats()["building"] == 1
+        assert _top(cache, ns, "anything", 50) == _exact(memory, ns, "anything", 50)
+        hits = memory.search("user: planted fact 7 about place 49\nassistant: ok 7", k=3, scope="session")
+        assert hits[0].parts["vector_rank"] == 1
+        victim = _exact(memory, ns, "user: planted fact 12 about place 84\nassistant: ok 12", 1)[0]
+        memory.forget(victim)
+        _fill(memory, 1, start=30)
+        assert _top(cache, ns, "anything", 50) == _exact(memory, ns, "anything", 50)
+        assert victim not in _top(cache, ns, "anything", 50)
+        _ids_counted(cache)
+        release.set()
+        assert cache.wait_builds(timeout=60)
+        (entry,) = cache._cache.values()
+        assert isinstance(entry.rows, _HnswRows)
+        found = _top(cache, ns, "anything", 50)
+        assert set(found) == set(memory.journal.record_ids(ns[0]))
+        assert victim not in found
+        query = "user: planted fact 30 about place 210\nassistant: ok 30"
+        assert _top(cache, ns, query, 3)[0] == _exact(memory, ns, query, 1)[0]
+        assert len(builds) == 2
+
+
+def test_a_scope_whose_rows_and_graph_do_not_fit_together_becomes_a_graph_directly(tmp_path: Path) -> None:
+    with _open(tmp_path) as memory:
+        _fill(memory, 30)
+        cache = _small_index(memory, max_bytes=_graph_only(30))
+        ns = [memory._ns_id]
+        builds: list[Any] = []
+        real = cache._build
+
+        def counted(build: Any, guard: Any) -> None:
+            builds.append(build)
+            real(build, guard)
+
+        cache._build = counted  # type: ignore[method-assign]
+        _built(cache, ns)
+        assert [b.exact_first for b in builds] == [False]
+        (entry,) = cache._cache.values()
+        assert isinstance(entry.rows, _HnswRows)
+        assert cache.stats()["bytes"] <= cache.max_bytes
+
+
+def test_an_exact_entry_read_in_chunks_keeps_no_part_of_a_failed_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows of an exact entry are added once the whole read succeeded: a store failing midway leaves every
+    id to read again, and the next query reads them all (none lost, none twice)."""
+    monkeypatch.setattr(scope_vectors, "FETCH_CHUNK", 4)
+    with _open(tmp_path) as memory:
+        _fill(memory, 10)
+        cache = _small_index(memory, hnsw_from=1000)  # after the fill: nothing offered, the rows come from Chroma
+        ns = [memory._ns_id]
+        store = cache.store
+        calls: list[int] = []
+
+        def fails_second(ids: Any) -> Any:
+            calls.append(len(ids))
+            if len(calls) == 2:
+                raise ConnectionError("chroma went away")
+            return store.embeddings(ids)
+
+        cache.store = _Wrapped(store, embeddings=fails_second)  # type: ignore[assignment]
+        with pytest.raises(ConnectionError):
+            cache.search(ns, _planted(3), 5)
+        (entry,) = cache._cache.values()
+        assert len(entry.rows) == 0
+        assert entry.missing == set(memory.journal.record_ids(ns[0]))
+        cache.store = store
+        fetches = _count_fetches(cache)
+        assert _top(cache, ns, "anything", 50) == _exact(memory, ns, "anything", 50)
+        assert sum(fetches) == 10  # every id once
+        _ids_counted(cache)
 
 
 def test_a_growing_exact_entry_answers_while_its_graph_builds(tmp_path: Path) -> None:

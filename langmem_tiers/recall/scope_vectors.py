@@ -18,7 +18,11 @@ vectors of a scope are fetched from Chroma once, kept in memory and searched her
   ones): a cold query of a 50k-vector scope that built its graph inline took 216 s. So when a scope
   of more than ``HNSW_FROM`` vectors needs an entry, a daemon thread builds it (one build per scope,
   ``max_builds`` at a time so several large users do not starve the CPU) while ``search`` returns
-  ``None`` and the caller answers from Chroma's filtered query (correct, slower). The finished entry
+  ``None`` and the caller answers from Chroma's filtered query (correct, but it grows with the whole
+  collection: a ``context()`` of a user of 100k messages took ~180 ms so, ~13 ms from the graph). Where the
+  scope's exact rows and its graph fit the byte bound together (up to ~300k vectors alone in the default
+  bound), the build reads the vectors as exact rows, installs them, and queues the graph's build from them:
+  the scope answers exactly (one product) once its vectors are read, not once its graph is built. The finished entry
   is admitted under the same byte bound and rules as any other, as of the journal versions read when
   its build started: the first query that uses it applies what changed meanwhile (additions,
   deletions, edits) through the incremental paths below before it answers, so a record erased during
@@ -188,6 +192,43 @@ class _ExactRows:
         top = np.argpartition(-scores, min(k, len(scores)) - 1)[:k] if len(scores) > k else np.arange(len(scores))
         top = top[np.argsort(-scores[top])]
         return [(int(self.ids[i]), float(scores[i])) for i in top]
+
+
+class _Gathered:
+    """Fetched rows for an exact entry, gathered into one preallocated matrix: ``_ExactRows.add`` copies
+    the whole matrix on every call, so a scope read in chunks of ``FETCH_CHUNK`` cost time quadratic in
+    its size (2.3 s of copies for 60k vectors, against one add)."""
+
+    def __init__(self, capacity: int) -> None:
+        import numpy as np
+
+        self.capacity = capacity
+        self.ids = np.empty(capacity, dtype=np.int64)
+        self.matrix: Any = None  # allocated at the first rows: their width
+        self.count = 0
+
+    def __len__(self) -> int:
+        return self.count
+
+    def put(self, ids: Any, matrix: Any) -> None:
+        import numpy as np
+
+        end = self.count + len(ids)
+        if end > self.capacity:  # more rows than ids asked for: never, short of a store's bug; stay correct
+            raise ValueError(f"the vector store returned {end} rows for {self.capacity} ids")
+        if self.matrix is None:
+            self.matrix = np.empty((self.capacity, matrix.shape[1]), dtype=np.float32)
+        self.ids[self.count:end] = ids
+        self.matrix[self.count:end] = matrix
+        self.count = end
+
+    def rows(self) -> tuple[Any, Any]:
+        """The ids and unit float32 rows put so far: the arrays themselves, cut to the rows put (ids the
+        store lacked leave no unused rows behind, which the byte bound would not see)."""
+        if self.count < self.capacity:
+            self.ids.resize(self.count, refcheck=False)
+            self.matrix.resize((self.count, self.matrix.shape[1]), refcheck=False)
+        return self.ids, self.matrix
 
 
 def _usearch_index() -> Any:
@@ -384,6 +425,7 @@ class _Build:
     entry: _Entry
     replaces: _Entry | None = None  # a promotion: the exact entry that answers until the graph is ready
     seed: _ExactRows | None = None  # a promotion: its rows when the build started
+    exact_first: bool = False  # a new scope read into exact rows, installed, then promoted (see _admit)
 
 
 @dataclass
@@ -662,9 +704,16 @@ class ScopeVectors:
                 return None
             self._declined.pop(key, None)
             if large:
-                self._enqueue(_Build(key, _Entry(key, {}, _KnownIds())))
-                log.info("building the vector graph of a scope of %d vectors in the background; "
-                         "Chroma answers it meanwhile", count)
+                # Read as exact rows first when they and the graph fit the bound beside the other entries:
+                # installed as soon as they are read, they answer (one product) while the graph is built from
+                # them, instead of Chroma's filtered query for the whole build (~180 ms against ~13 for a
+                # context() at 100k messages; BENCHMARKS.md, issue 15, session 60).
+                both = count * (exact_bytes_per_vector(dim) + hnsw_bytes_per_vector(dim, self._hnsw[0]))
+                held = sum(e.nbytes for k, e in self._cache.items() if k != key)
+                exact_first = held + both <= self.max_bytes
+                self._enqueue(_Build(key, _Entry(key, {}, _KnownIds()), exact_first=exact_first))
+                log.info("reading the vectors of a scope of %d vectors in the background (%s); Chroma answers "
+                         "it meanwhile", count, "exact rows, then a graph" if exact_first else "a graph")
                 return None
         return _Entry(key, {}, _KnownIds())
 
@@ -721,13 +770,14 @@ class ScopeVectors:
 
     # --- background builds -------------------------------------------------------------
 
-    def _promote(self, entry: _Entry) -> None:
+    def _promote(self, entry: _Entry, after: _Build | None = None) -> None:
         """With ``entry.lock`` held: queue the build of a graph from an exact entry's rows (once per
-        scope; not again within ``build_retry_s`` of a failure). The exact entry keeps answering."""
+        scope; not again within ``build_retry_s`` of a failure). The exact entry keeps answering.
+        ``after``: the build that read the entry (an exact-first build), still registered for its scope."""
         with self._lock:
             key = entry.key
             rows = entry.rows
-            if not isinstance(rows, _ExactRows) or key in self._builds or self._closed or \
+            if not isinstance(rows, _ExactRows) or self._builds.get(key, after) is not after or self._closed or \
                     self._cache.get(key) is not entry or \
                     time.monotonic() - self._failed.get(key, -self.build_retry_s) < self.build_retry_s:
                 return
@@ -762,6 +812,10 @@ class ScopeVectors:
             try:
                 self._build(build, _BuildGuard(self))
                 installed = self._install(build)
+                if installed and build.exact_first and len(build.entry.rows) > self.hnsw_from:
+                    # Its graph next, queued before this build ends: wait_builds() waits for the graph too.
+                    with build.entry.lock:
+                        self._promote(build.entry, after=build)
             except _StoppedError:
                 pass
             except Exception as e:  # e.g. Chroma down: no entry; a later query tries again
@@ -790,7 +844,7 @@ class ScopeVectors:
                 return
             with guard:
                 versions = self.journal.scope_versions(sorted(build.key))
-            self._sync(entry, versions, guard)
+            self._sync(entry, versions, guard, graph=not build.exact_first)
 
     def _install(self, build: _Build) -> bool:
         """Put a built entry in the cache: a promotion in place of its exact entry (if that is still
@@ -838,10 +892,11 @@ class ScopeVectors:
     # --- keeping an entry current ---------------------------------------------------------
 
     def _sync(self, entry: _Entry, versions: Mapping[int, Versions], guard: _NoGuard = _NO_GUARD,
-              only: frozenset[int] | None = None) -> bool:
+              only: frozenset[int] | None = None, graph: bool = False) -> bool:
         """Bring an entry (its lock held) to ``versions``, read just before; ``only``: the namespaces that
         may have changed since the entry's last sync (every one when ``None``). ``guard`` wraps every
-        journal and Chroma call of a background build (and is how a build learns the index closed).
+        journal and Chroma call of a background build (and is how a build learns the index closed);
+        ``graph``: a build that makes the entry a graph once it holds more than ``hnsw_from`` vectors.
         False when an edit's new vector is still awaited (the entry is not yet in step with ``versions``)."""
         import numpy as np
 
@@ -898,21 +953,27 @@ class ScopeVectors:
             wanted.append(np.fromiter(sorted(entry.missing), dtype=np.int64))
         ids = np.unique(np.concatenate(wanted)) if wanted else empty
         if len(ids):
-            self._fetch(entry, ids, versions, guard)
+            self._fetch(entry, ids, versions, guard, graph)
         return in_step and not entry.missing
 
-    def _fetch(self, entry: _Entry, ids: Any, versions: Mapping[int, Versions], guard: _NoGuard = _NO_GUARD) -> None:
+    def _fetch(self, entry: _Entry, ids: Any, versions: Mapping[int, Versions], guard: _NoGuard = _NO_GUARD,
+               graph: bool = False) -> None:
         """Read ``ids``' vectors into the entry: those the indexer offered and still current (see
         :meth:`offer`), the rest from Chroma in chunks (an HNSW entry never holds them all as float32);
-        the ids Chroma lacks stay missing. ``versions`` are the journal's, read before this sync."""
+        the ids Chroma lacks stay missing. ``versions`` are the journal's, read before this sync. Rows
+        for an exact entry are gathered and added at once (:class:`_Gathered`)."""
         import numpy as np
 
         found_all: set[int] = set()
+        gathered = None if graph or not isinstance(entry.rows, _ExactRows) else _Gathered(len(ids))
         try:
             got, matrix = self._take_offered(ids, versions)
             if len(got):
-                self._add_rows(entry, got, matrix, guard)
-                found_all.update(got.tolist())
+                if gathered is not None:
+                    gathered.put(got, matrix)
+                else:
+                    self._add_rows(entry, got, matrix, guard, graph)
+                    found_all.update(got.tolist())
                 ids = ids[~np.isin(ids, got)]
             for start in range(0, len(ids), FETCH_CHUNK):
                 chunk = ids[start:start + FETCH_CHUNK]
@@ -922,22 +983,29 @@ class ScopeVectors:
                     continue
                 got = np.array([self._record_id(v) for v in found], dtype=np.int64)
                 matrix = matrix / np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
-                self._add_rows(entry, got, matrix.astype(np.float32, copy=False), guard)
-                found_all.update(got.tolist())
+                if gathered is not None:
+                    gathered.put(got, matrix)
+                else:
+                    self._add_rows(entry, got, matrix.astype(np.float32, copy=False), guard, graph)
+                    found_all.update(got.tolist())
+            if gathered is not None and len(gathered):
+                # Only now are they in the entry: a failure before leaves every gathered id missing.
+                gathered_ids, gathered_rows = gathered.rows()
+                entry.rows.add(gathered_ids, gathered_rows)
+                found_all.update(gathered_ids.tolist())
         finally:
             # Whatever was not read (Chroma lacks it, or failed midway) is looked up again next query.
             entry.missing = (entry.missing | {int(i) for i in ids}) - found_all
 
-    def _add_rows(self, entry: _Entry, ids: Any, matrix: Any, guard: _NoGuard) -> None:
-        """Add unit rows to an entry. Only a background build (``guard`` given) turns an exact entry into
-        a graph: in a query it grows exact and is promoted in the background."""
-        building = guard is not _NO_GUARD
-        if building and isinstance(entry.rows, _ExactRows) \
+    def _add_rows(self, entry: _Entry, ids: Any, matrix: Any, guard: _NoGuard, graph: bool) -> None:
+        """Add unit rows to an entry. Only a background build asked for a ``graph`` turns an exact entry
+        into one: in a query it grows exact and is promoted in the background."""
+        if graph and isinstance(entry.rows, _ExactRows) \
                 and len(entry.rows) + len(ids) > self.hnsw_from and self._has_usearch:
-            graph = _HnswRows(matrix.shape[1], *self._hnsw)
-            _add_sliced(graph, entry.rows.ids, entry.rows.matrix, guard)
-            entry.rows = graph
-        if building and isinstance(entry.rows, _HnswRows):
+            rows = _HnswRows(matrix.shape[1], *self._hnsw)
+            _add_sliced(rows, entry.rows.ids, entry.rows.matrix, guard)
+            entry.rows = rows
+        if graph and isinstance(entry.rows, _HnswRows):
             _add_sliced(entry.rows, ids, matrix, guard)
         else:
             entry.rows.add(ids, matrix)

@@ -630,6 +630,30 @@ def test_a_new_large_scope_answers_exactly_once_read_while_its_graph_builds(tmp_
         assert len(builds) == 2
 
 
+def test_a_scope_not_read_yet_goes_ahead_of_graphs_queued_from_exact_rows(tmp_path: Path) -> None:
+    """Builds run one at a time: a cold scope's read is queued before a graph whose scope already answers
+    from exact rows, so it waits for the running build only."""
+    with _open(tmp_path) as memory, memory.for_session("a") as a, memory.for_session("b") as b:
+        _fill(memory, 30)
+        _fill(a, 10)
+        _fill(b, 30)
+        cache = _small_index(memory)  # after the fills: nothing offered
+        c_ns, a_ns, b_ns = [memory._ns_id], [a._ns_id], [b._ns_id]
+        assert _top(cache, a_ns, "anything", 50) == _exact(memory, a_ns, "anything", 50)  # exact, 10 rows
+        started, release, keys = _held_builds(cache)
+        assert cache.search(c_ns, _planted(1), 5) is None  # c's read runs (held)
+        assert started.wait(60)
+        _fill(a, 10, start=10)
+        assert _top(cache, a_ns, "anything", 50) == _exact(memory, a_ns, "anything", 50)  # a's graph queued
+        assert cache.search(b_ns, _planted(1), 5) is None  # b's read queued: ahead of a's graph
+        release.set()
+        assert cache.wait_builds(timeout=60)
+        assert keys[:3] == [frozenset(c_ns), frozenset(b_ns), frozenset(a_ns)]
+        for ns in (a_ns, b_ns, c_ns):
+            assert set(_top(cache, ns, "anything", 50)) == set(memory.journal.record_ids(ns[0]))
+        assert cache.stats()["hnsw_entries"] == 3
+
+
 def test_a_scope_whose_rows_and_graph_do_not_fit_together_becomes_a_graph_directly(tmp_path: Path) -> None:
     with _open(tmp_path) as memory:
         _fill(memory, 30)

@@ -791,9 +791,17 @@ class ScopeVectors:
         log.info("an exact scope entry grew past %d vectors: its graph is built in the background", self.hnsw_from)
 
     def _enqueue(self, build: _Build) -> None:
-        """With ``self._lock`` held: queue a build; start a worker when fewer than ``max_builds`` run."""
+        """With ``self._lock`` held: queue a build; start a worker when fewer than ``max_builds`` run.
+
+        A scope's first read goes ahead of the graphs queued to be built from exact rows (promotions):
+        their scopes answer from those rows meanwhile, a scope not read yet only through Chroma's filter.
+        """
         self._builds[build.key] = build
-        self._queue.append(build)
+        if build.seed is None:
+            at = next((i for i, queued in enumerate(self._queue) if queued.seed is not None), len(self._queue))
+            self._queue.insert(at, build)
+        else:
+            self._queue.append(build)
         if len(self._workers) < self.max_builds:
             # A daemon: a build never keeps the process alive. It leaves the list itself, under this lock.
             worker = threading.Thread(target=self._work, name="langmem-tiers-scope-graph", daemon=True)

@@ -113,7 +113,10 @@ HOT_WINDOW = 256  # an entry used within this many lookups is not pushed out by 
 EDIT_RECHECK_S = 1.0  # while an edited namespace still has rows to index: re-read it at most this often
 SAME_VECTOR = 0.99  # cosine above which a re-fetched vector is the one an HNSW entry holds (int8 rounding)
 BUILD_RETRY_S = 30.0  # a failed background build (Chroma down) is tried again by a query this much later
-MAX_BUILDS = 1  # background graph builds at a time (each already uses every core usearch gets)
+# Background builds at a time. A graph's adds run on one thread (see _HnswRows.add), and a read is CPU work in
+# this process too (embedded Chroma, or a server's JSON decoded): a second build would take a 2-core host's other
+# core from the queries.
+MAX_BUILDS = 1
 # Vectors added to a graph per call in a build: a closed index stops it within one slice (256 random
 # vectors take ~2 s on the loaded 2-core machine, real ones ~0.3 s).
 GRAPH_SLICE = 256

@@ -791,7 +791,8 @@ class ScopeVectors:
                           missing=set(entry.missing), stale=set(entry.stale),
                           edit_checked=dict(entry.edit_checked))
             self._enqueue(_Build(key, twin, replaces=entry, seed=seed))
-        log.info("an exact scope entry grew past %d vectors: its graph is built in the background", self.hnsw_from)
+        log.info("an exact scope entry of more than %d vectors %s: its graph is built from its rows in the background",
+                 self.hnsw_from, "grew past them" if after is None else "was read")
 
     def _enqueue(self, build: _Build) -> None:
         """With ``self._lock`` held: queue a build; start a worker when fewer than ``max_builds`` run.

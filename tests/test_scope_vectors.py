@@ -510,12 +510,15 @@ def test_a_large_scope_is_answered_by_chroma_while_its_graph_builds(tmp_path: Pa
                                                 "max_bytes": cache.max_bytes, "building": 0, "offered": 0}
 
 
-def test_a_record_erased_during_a_build_is_never_served(tmp_path: Path) -> None:
+@pytest.mark.parametrize("exact_first", [True, False], ids=["exact-rows-first", "graph-directly"])
+def test_a_record_erased_during_a_build_is_never_served(tmp_path: Path, exact_first: bool) -> None:
     """The build reads a vector, the record is forgotten before the graph is installed: the first
-    query that uses the graph applies the deletion before it answers."""
+    query that uses the graph applies the deletion before it answers (exact rows first: the rows, and
+    the graph built from them, hold it until then)."""
     with _open(tmp_path) as memory:
         _fill(memory, 30)
-        cache = _small_index(memory)  # after the fill: nothing offered, builds read Chroma
+        # After the fill: nothing offered, builds read Chroma.
+        cache = _small_index(memory, **({} if exact_first else {"max_bytes": _graph_only(30)}))
         ns = [memory._ns_id]
         victim = _exact(memory, ns, "user: planted fact 12 about place 84\nassistant: ok 12", 1)[0]
         fetched, release = threading.Event(), threading.Event()

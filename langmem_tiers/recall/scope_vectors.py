@@ -18,8 +18,9 @@ vectors of a scope are fetched from Chroma once, kept in memory and searched her
   ones): a cold query of a 50k-vector scope that built its graph inline took 216 s. So when a scope
   of more than ``HNSW_FROM`` vectors needs an entry, a daemon thread builds it (one build per scope,
   ``max_builds`` at a time so several large users do not starve the CPU) while ``search`` returns
-  ``None`` and the caller answers from Chroma's filtered query (correct, but it grows with the whole
-  collection: a ``context()`` of a user of 100k messages took ~180 ms so, ~13 ms from the graph). Where the
+  ``None`` and the caller answers from the vector store's query (correct; Chroma's filtered query grows with
+  the whole collection, ~180 ms a ``context()`` of a user of 100k messages against ~13 from the graph, which
+  ``ChromaStore.query`` avoids where most of the collection's nearest are the scope's). Where the
   scope's exact rows and its graph fit the byte bound together (up to ~300k vectors alone in the default
   bound), the build reads the vectors as exact rows, installs them, and queues the graph's build from them:
   the scope answers exactly (one product) once its vectors are read, not once its graph is built. The finished entry

@@ -132,6 +132,18 @@ def _top(cache: ScopeVectors, ns_ids: list[int], query: str, k: int) -> list[int
     return [r for r, _ in found]
 
 
+def _the_graph_serves(memory: TieredMemory, cache: ScopeVectors, ns: list[int], victim: int, planted: int) -> None:
+    """The scope's one entry is a graph now: every live record found, the forgotten one not, a planted record's
+    own text ranks it first."""
+    (entry,) = cache._cache.values()
+    assert isinstance(entry.rows, _HnswRows)
+    found = _top(cache, ns, "anything", 50)
+    assert set(found) == set(memory.journal.record_ids(ns[0]))
+    assert victim not in found
+    query = f"user: planted fact {planted} about place {planted * 7}\nassistant: ok {planted}"
+    assert _top(cache, ns, query, 3)[0] == _exact(memory, ns, query, 1)[0]
+
+
 def _count_fetches(cache: ScopeVectors) -> list[int]:
     """Instrument the real store: the number of ids of each ``embeddings`` call."""
     calls: list[int] = []
@@ -623,13 +635,7 @@ def test_a_new_large_scope_answers_exactly_once_read_while_its_graph_builds(tmp_
         _ids_counted(cache)
         release.set()
         assert cache.wait_builds(timeout=60)
-        (entry,) = cache._cache.values()
-        assert isinstance(entry.rows, _HnswRows)
-        found = _top(cache, ns, "anything", 50)
-        assert set(found) == set(memory.journal.record_ids(ns[0]))
-        assert victim not in found
-        query = "user: planted fact 30 about place 210\nassistant: ok 30"
-        assert _top(cache, ns, query, 3)[0] == _exact(memory, ns, query, 1)[0]
+        _the_graph_serves(memory, cache, ns, victim, planted=30)
         assert len(builds) == 2
 
 
@@ -729,13 +735,7 @@ def test_a_growing_exact_entry_answers_while_its_graph_builds(tmp_path: Path) ->
         release.set()
         assert cache.wait_builds(timeout=60)
         assert keys == [frozenset(ns)]
-        (entry,) = cache._cache.values()
-        assert isinstance(entry.rows, _HnswRows)
-        found = _top(cache, ns, "anything", 50)
-        assert set(found) == set(memory.journal.record_ids(ns[0]))
-        assert victim not in found
-        query = "user: planted fact 20 about place 140\nassistant: ok 20"
-        assert _top(cache, ns, query, 3)[0] == _exact(memory, ns, query, 1)[0]
+        _the_graph_serves(memory, cache, ns, victim, planted=20)
 
 
 def test_close_stops_a_pending_build_before_it_touches_the_store(tmp_path: Path) -> None:

@@ -526,10 +526,11 @@ class ChromaStore:
         collection (one user's 1,000 sessions among 117k vectors, embedded: 145 ms against 3-5 ms): it
         gathers every admitted id first. So where :func:`~langmem_tiers.recall.where_match.matcher` can
         test the filter here, the collection's ``WIDE_FACTOR * k`` nearest come first, unfiltered, and the
-        rows the filter admits are kept: when at least ``k`` are (or the collection holds no more), they are
-        the answer, the same rows the filtered query ranks first. Otherwise, and from then on for that
-        filter (the last ``NARROW_KEPT`` such filters), Chroma's filtered query answers. No row the filter
-        refuses is ever returned either way.
+        rows the filter admits are kept: when at least ``k`` are, they are the answer, the same rows the
+        filtered query ranks first (an admitted row further out ranks below ``k`` admitted ones). Otherwise
+        (fewer than ``k``, even when Chroma returned fewer rows than asked: a short answer is not taken to mean
+        the collection holds no more), and from then on for that filter (the last ``NARROW_KEPT`` such filters),
+        Chroma's filtered query answers. No row the filter refuses is ever returned either way.
 
         Raises:
             ConfigError: ``where`` is missing or empty (unfiltered searches are refused).
@@ -551,7 +552,7 @@ class ChromaStore:
                 result = self._call("query", query_embeddings=[vector], n_results=wide,
                                     include=["documents", "metadatas", "distances"])
                 hits = [h for h in _hits(result) if admits(h.metadata)]
-                if len(hits) >= k or len(result["ids"][0]) < wide:
+                if len(hits) >= k:
                     return hits[:k]
                 with self._narrow_lock:
                     self._narrow[key] = None

@@ -713,8 +713,7 @@ class ScopeVectors:
                 # them, instead of Chroma's filtered query for the whole build (~180 ms against ~13 for a
                 # context() at 100k messages; BENCHMARKS.md, issue 15, session 60).
                 both = count * (exact_bytes_per_vector(dim) + hnsw_bytes_per_vector(dim, self._hnsw[0]))
-                held = sum(e.nbytes for k, e in self._cache.items() if k != key)
-                exact_first = held + both <= self.max_bytes
+                exact_first = self._held_bytes(key) + both <= self.max_bytes
                 self._enqueue(_Build(key, _Entry(key, {}, _KnownIds()), exact_first=exact_first))
                 log.info("reading the vectors of a scope of %d vectors in the background (%s); Chroma answers "
                          "it meanwhile", count, "exact rows, then a graph" if exact_first else "a graph")
@@ -725,7 +724,7 @@ class ScopeVectors:
                    evict: bool) -> bool:
         """With ``self._lock`` held: whether ``need`` bytes for ``key`` fit once the least recently used
         entries leave (``evict``: they leave now); declined when one of them is hot (no thrash)."""
-        held = sum(e.nbytes for k, e in self._cache.items() if k != key)
+        held = self._held_bytes(key)
         victims: list[frozenset[int]] = []
         for k, e in self._cache.items():  # least recently used first
             if held + need <= self.max_bytes:
@@ -743,6 +742,10 @@ class ScopeVectors:
             for v in victims:
                 del self._cache[v]
         return True
+
+    def _held_bytes(self, key: frozenset[int]) -> int:
+        """With ``self._lock`` held: the bytes of every cached entry but ``key``'s."""
+        return sum(e.nbytes for k, e in self._cache.items() if k != key)
 
     def _adopt(self, key: frozenset[int], count: int) -> _Entry | None:
         """The cached entry of the largest sub-scope of ``key``, taken over (HNSW) or shared (exact
@@ -979,14 +982,18 @@ class ScopeVectors:
 
         found_all: set[int] = set()
         gathered = None if graph or not isinstance(entry.rows, _ExactRows) else _Gathered(len(ids))
+
+        def take(got: Any, rows: Any) -> None:
+            if gathered is not None:
+                gathered.put(got, rows)
+            else:
+                self._add_rows(entry, got, rows, guard, graph)
+                found_all.update(got.tolist())
+
         try:
             got, matrix = self._take_offered(ids, versions)
             if len(got):
-                if gathered is not None:
-                    gathered.put(got, matrix)
-                else:
-                    self._add_rows(entry, got, matrix, guard, graph)
-                    found_all.update(got.tolist())
+                take(got, matrix)
                 ids = ids[~np.isin(ids, got)]
             for start in range(0, len(ids), FETCH_CHUNK):
                 chunk = ids[start:start + FETCH_CHUNK]
@@ -996,11 +1003,7 @@ class ScopeVectors:
                     continue
                 got = np.array([self._record_id(v) for v in found], dtype=np.int64)
                 matrix = matrix / np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
-                if gathered is not None:
-                    gathered.put(got, matrix)
-                else:
-                    self._add_rows(entry, got, matrix.astype(np.float32, copy=False), guard, graph)
-                    found_all.update(got.tolist())
+                take(got, matrix.astype(np.float32, copy=False))
             if gathered is not None and len(gathered):
                 # Only now are they in the entry: a failure before leaves every gathered id missing.
                 gathered_ids, gathered_rows = gathered.rows()

@@ -50,28 +50,26 @@ def matcher(where: Mapping[str, Any]) -> Admits | None:
 def _field(name: str, condition: Any) -> Admits | None:
     if name.startswith("$"):
         return None
-    if isinstance(condition, Mapping):
-        if len(condition) != 1:
-            return None
-        ((op, operand),) = condition.items()
-        if op == "$eq" and _scalar(operand):
-            return lambda meta: name in meta and _same(meta[name], operand)
-        # Chroma refuses a list of mixed types ([1, True], [2, 1.0], [1, "a"]): so does this, so that the query
-        # goes to Chroma and fails as it always did.
-        if op == "$in" and isinstance(operand, list) and operand and all(_scalar(v) for v in operand) \
-                and len({type(v) for v in operand}) == 1:
-            exact = {(_kind(v), v) for v in operand}  # by kind: 1 and True are different values here
-            return lambda meta: name in meta and (_kind(meta[name]), meta[name]) in exact
+    if not isinstance(condition, Mapping):
+        condition = {"$eq": condition}  # a field given a value: Chroma's equality
+    if len(condition) != 1:
         return None
-    if _scalar(condition):
-        return lambda meta: name in meta and _same(meta[name], condition)
+    ((op, operand),) = condition.items()
+    if op == "$eq" and _scalar(operand):
+        return lambda meta: name in meta and _same(meta[name], operand)
+    # Chroma refuses a list of mixed types ([1, True], [2, 1.0], [1, "a"]): so does this, so that the query
+    # goes to Chroma and fails as it always did.
+    if op == "$in" and isinstance(operand, list) and operand and all(_scalar(v) for v in operand) \
+            and len({type(v) for v in operand}) == 1:
+        exact = {(_kind(v), v) for v in operand}  # by kind: 1 and True are different values here
+        return lambda meta: name in meta and (_kind(meta[name]), meta[name]) in exact
     return None
 
 
 def _scalar(value: Any) -> bool:
     """An operand this module compares as Chroma does: a string, a boolean or an integer. Not a float: Chroma
     matches a stored integer against a float operand's integer part (``2.5`` finds ``2``)."""
-    return isinstance(value, (str, int, bool)) and not isinstance(value, float)
+    return isinstance(value, (str, int))  # bool is an int
 
 
 def _kind(value: Any) -> str:

@@ -7,6 +7,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +95,54 @@ def test_the_exact_scan_in_chunks_finds_the_true_nearest(tmp_path: Path, monkeyp
         hits = store.query(query.tolist(), 25, {"ns": 0})
         assert [h.id for h in hits] == [f"v{i}" for i in even]
         assert [h.similarity for h in hits] == pytest.approx([float(sims[i]) for i in even], abs=1e-5)
+
+
+def test_a_scan_in_progress_holds_up_no_other_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A query's scan, stopped halfway through its rows: another thread reads, writes and deletes meanwhile
+    (a read connection of its own, the writer's), the scan then ends without the row added after it began
+    nor the one deleted, and the next query sees both changes."""
+    monkeypatch.setattr(sqlite_vectors, "SCAN_ROWS", 4)
+    halfway, resume = threading.Event(), threading.Event()
+    with SqliteVectorStore(tmp_path) as store:
+        store.upsert([f"v{i}" for i in range(12)], np.eye(12, dtype=np.float32).tolist(), None, [{"ns": 1}] * 12)
+        real = np.frombuffer
+        seen = []
+
+        def pausing(*args: Any, **kwargs: Any) -> Any:
+            seen.append(1)
+            if len(seen) == 2 and threading.current_thread() is not threading.main_thread():
+                halfway.set()
+                assert resume.wait(30)
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(np, "frombuffer", pausing)
+        found: list[Any] = []
+        scan = threading.Thread(target=lambda: found.extend(store.query([1.0] + [0.0] * 11, 12, {"ns": 1})))
+        scan.start()
+        assert halfway.wait(30)
+        got: list[str] = []
+
+        def meanwhile() -> None:
+            got.extend(v.id for v in store.get(["v3"]))
+            store.upsert(["v12"], [[1.0] + [0.0] * 11], None, [{"ns": 1}])
+            store.delete(["v0"])
+
+        other = threading.Thread(target=meanwhile)
+        other.start()
+        other.join(10)
+        held_up = other.is_alive()  # waiting for the paused scan
+        resume.set()
+        other.join(30)
+        scan.join(30)
+        assert not held_up
+        assert got == ["v3"]
+        assert not scan.is_alive()
+        # The rows of when the scan began, but the one deleted before it read the winners' ids: never served.
+        assert sorted(h.id for h in found) == sorted(f"v{i}" for i in range(1, 12))
+        after = [h.id for h in store.query([1.0] + [0.0] * 11, 13, {"ns": 1})]
+        assert after[0] == "v12"
+        assert "v0" not in after
+        assert len(after) == 12
 
 
 def test_a_namespace_filter_reads_through_the_namespace_index(tmp_path: Path) -> None:

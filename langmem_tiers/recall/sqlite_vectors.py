@@ -108,8 +108,13 @@ class SqliteVectorStore:
         except (OSError, sqlite3.Error) as e:
             raise RecallError(f"could not open the vector store in {str(path)!r}: {e}") from e
         self.folder = path
-        self._con = con
-        self._lock = threading.RLock()  # one connection, shared by the indexer and query threads
+        self._con = con  # the writer: upserts, deletes, compaction
+        self._lock = threading.RLock()  # the writer's, and the lifetime's
+        # Read connections, one per reading thread at a time (opened as needed, kept for reuse): in WAL mode
+        # readers wait for no one, where on the writer's connection a scope's exact scan (seconds for 590k
+        # vectors) held every other read and write of the process, a graph build's reads included: the build
+        # of a 1M-message user's index, meant to take ~6 minutes, took 9 (BENCHMARKS.md, issue 15, session 61).
+        self._readers: list[sqlite3.Connection] = []
         self._closed = False
         try:
             con.execute("PRAGMA journal_mode=WAL")
@@ -147,6 +152,9 @@ class SqliteVectorStore:
             if self._closed:
                 return
             self._closed = True
+            for reader in self._readers:  # those reading now are closed when they are handed back
+                reader.close()
+            self._readers.clear()
             with contextlib.suppress(sqlite3.Error):
                 self._con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             self._con.close()
@@ -283,7 +291,7 @@ class SqliteVectorStore:
         """Make deleted rows physically gone: checkpoint the write-ahead log into the file, ``VACUUM``,
         and truncate the log again. Other processes' open readers may delay the checkpoint; the report
         then says so."""
-        with self._reading() as con:  # outside a transaction: neither a checkpoint nor VACUUM runs inside one
+        with self._writer() as con:  # outside a transaction: neither a checkpoint nor VACUUM runs inside one
             before = folder_bytes(self.folder)
             try:
                 con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -310,6 +318,30 @@ class SqliteVectorStore:
 
     @contextlib.contextmanager
     def _reading(self) -> Iterator[sqlite3.Connection]:
+        """A read connection of this thread's own while it reads (autocommit: each statement sees what was
+        committed when it began)."""
+        with self._lock:
+            if self._closed:
+                raise RecallError(f"the vector store in {str(self.folder)!r} is closed")
+            con = self._readers.pop() if self._readers else None
+        try:
+            if con is None:
+                con = sqlite3.connect(self.folder / DATABASE_FILE, timeout=60, isolation_level=None,
+                                      check_same_thread=False)
+                con.execute("PRAGMA query_only=ON")
+            yield con
+        except sqlite3.Error as e:
+            raise RecallError(f"the vector store in {str(self.folder)!r} failed: {e}") from e
+        finally:
+            if con is not None:
+                with self._lock:
+                    if self._closed:
+                        con.close()
+                    else:
+                        self._readers.append(con)
+
+    @contextlib.contextmanager
+    def _writer(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
             if self._closed:
                 raise RecallError(f"the vector store in {str(self.folder)!r} is closed")
@@ -321,7 +353,7 @@ class SqliteVectorStore:
     @contextlib.contextmanager
     def _writing(self) -> Iterator[sqlite3.Connection]:
         """One write transaction (rolled back on any error: nothing is half-written)."""
-        with self._reading() as con:
+        with self._writer() as con:
             con.execute("BEGIN IMMEDIATE")
             try:
                 yield con

@@ -38,7 +38,9 @@ apart (with ``--agents``, the first agent-scope search too: another scope, anoth
 waits for any HNSW graph still building in the background (``graph_build_s``) before sampling, so the
 samples measure the installed index. ``--during-build`` times context() calls meanwhile
 (``building_context_ms_*``): until the graph is installed, a scope past 20k vectors is answered by the
-vector store's filtered query, which grows with the whole collection. With ``--servers`` the journal is a
+vector store's query, or by its exact rows once they were read where they fit beside the graph
+(``building_rows_installed_s`` after the cold context(), and ``building_indexed_context_ms_*`` for the calls
+from then on). With ``--servers`` the journal is a
 throwaway PostgreSQL cluster and the vectors a ``chroma run`` server, both on 127.0.0.1 (started
 with the test suite's helpers in tests/support), the fill vacuumed and analyzed as autovacuum would
 have left it (from session 55 on); the row then carries the Chroma server's RSS after each
@@ -287,11 +289,18 @@ def measure(size: int, vectors: bool, samples: int, layout: str, per_session: in
         t_build = time.perf_counter()
         scope_vectors = getattr(memory.recall, "_scope_vectors", None)  # absent in trees before issue 15's index
         building_ms: list[float] = []  # --during-build: what context() costs while the graph is built
+        indexed_ms: list[float] = []  # ... those of them made once the scope's rows were installed
+        rows_in_s: float | None = None  # when the rows were installed (exact or compact rows first)
         if scope_vectors is not None:
             during = random.Random(size + 1)  # its own questions: the samples' stay those of earlier rows
+            entries = scope_vectors.stats()["entries"]
             while during_build and len(building_ms) < samples and scope_vectors.stats()["building"]:
                 question = filler_question(during, plain_questions)
+                if rows_in_s is None and scope_vectors.stats()["entries"] > entries:
+                    rows_in_s = time.perf_counter() - t_build
                 building_ms.append(_timed(lambda: memory.context(question)))
+                if rows_in_s is not None:
+                    indexed_ms.append(building_ms[-1])
             scope_vectors.wait_builds()
         build_s = time.perf_counter() - t_build
         mark("graph built")
@@ -361,7 +370,11 @@ def measure(size: int, vectors: bool, samples: int, layout: str, per_session: in
         row["cold_agent_search_ms"] = round(cold_agent_ms, 2)
     if during_build:
         row["building_context_calls"] = len(building_ms)  # p50 / p95 below when any
-    for name, values in (("add", add_ms), ("building_context", building_ms), ("context", context_ms),
+        # Rows first: when they were installed (seconds after the cold context()), and the calls after.
+        row["building_rows_installed_s"] = None if rows_in_s is None else round(rows_in_s, 1)
+        row["building_indexed_context_calls"] = len(indexed_ms)
+    for name, values in (("add", add_ms), ("building_context", building_ms),
+                         ("building_indexed_context", indexed_ms), ("context", context_ms),
                          ("warm_context", warm_ms), ("turn_context", turn_ms),
                          ("search", search_ms),
                          ("user_search", user_ms), ("agent_search", agent_ms), ("embed", embed_ms)):

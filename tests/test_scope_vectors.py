@@ -18,7 +18,7 @@ from langmem_tiers.embedders.callable import CallableEmbedder
 from langmem_tiers.errors import ConfigError
 from langmem_tiers.journal.base import Scope
 from langmem_tiers.recall import scope_vectors
-from langmem_tiers.recall.scope_vectors import HOT_WINDOW, ScopeVectors, _ExactRows, _HnswRows
+from langmem_tiers.recall.scope_vectors import HOT_WINDOW, ScopeVectors, _CompactRows, _ExactRows, _HnswRows
 
 DIM = 32
 EMBEDDED_VECTORS: str | None = None  # the store _open() uses (None: Chroma); every test runs on each
@@ -495,6 +495,16 @@ def _graph_only(vectors: int) -> int:
     return vectors * scope_vectors.hnsw_bytes_per_vector(DIM)
 
 
+def _compact_and_graph(vectors: int) -> int:
+    """A byte bound that holds int8 rows of this many vectors beside their graph, but not float32 rows: a new
+    scope of that size is read as compact rows first."""
+    return vectors * (scope_vectors.compact_bytes_per_vector(DIM) + scope_vectors.hnsw_bytes_per_vector(DIM))
+
+
+_BUILD_BOUNDS = {"exact-rows-first": lambda n: scope_vectors.DEFAULT_MAX_BYTES,
+                 "compact-rows-first": _compact_and_graph, "graph-directly": _graph_only}
+
+
 def test_a_large_scope_is_answered_by_chroma_while_its_graph_builds(tmp_path: Path) -> None:
     """A query never waits for a graph: it gets ``None`` (the engine asks Chroma) until the build ends."""
     with _open(tmp_path) as memory:
@@ -522,15 +532,15 @@ def test_a_large_scope_is_answered_by_chroma_while_its_graph_builds(tmp_path: Pa
                                                 "max_bytes": cache.max_bytes, "building": 0, "offered": 0}
 
 
-@pytest.mark.parametrize("exact_first", [True, False], ids=["exact-rows-first", "graph-directly"])
-def test_a_record_erased_during_a_build_is_never_served(tmp_path: Path, exact_first: bool) -> None:
+@pytest.mark.parametrize("first", list(_BUILD_BOUNDS))
+def test_a_record_erased_during_a_build_is_never_served(tmp_path: Path, first: str) -> None:
     """The build reads a vector, the record is forgotten before the graph is installed: the first
     query that uses the graph applies the deletion before it answers (exact rows first: the rows, and
     the graph built from them, hold it until then)."""
     with _open(tmp_path) as memory:
         _fill(memory, 30)
         # After the fill: nothing offered, builds read Chroma.
-        cache = _small_index(memory, **({} if exact_first else {"max_bytes": _graph_only(30)}))
+        cache = _small_index(memory, max_bytes=_BUILD_BOUNDS[first](30))
         ns = [memory._ns_id]
         victim = _exact(memory, ns, "user: planted fact 12 about place 84\nassistant: ok 12", 1)[0]
         fetched, release = threading.Event(), threading.Event()
@@ -637,6 +647,80 @@ def test_a_new_large_scope_answers_exactly_once_read_while_its_graph_builds(tmp_
         assert cache.wait_builds(timeout=60)
         _the_graph_serves(memory, cache, ns, victim, planted=30)
         assert len(builds) == 2
+
+
+def test_a_scope_whose_float32_rows_and_graph_do_not_fit_answers_from_int8_rows_while_building(
+        tmp_path: Path) -> None:
+    """A bound that holds int8 rows beside the graph but not float32 ones: the scope is read as compact rows
+    (a quarter of the bytes), answers from them (each planted record's own text finds it first; every record
+    held, a forgotten one gone) while its graph is built from them, and the graph replaces them."""
+    with _open(tmp_path) as memory:
+        _fill(memory, 30)
+        cache = _small_index(memory, max_bytes=_compact_and_graph(30))  # after the fill: builds read the store
+        ns = [memory._ns_id]
+        builds: list[Any] = []
+        graph_started, release = threading.Event(), threading.Event()
+        real = cache._build
+
+        def hold_the_graph(build: Any, guard: Any) -> None:
+            builds.append(build)
+            if build.seed is not None:  # the graph from the compact rows: held until released
+                graph_started.set()
+                assert release.wait(60)
+            real(build, guard)
+
+        cache._build = hold_the_graph  # type: ignore[method-assign]
+        assert cache.search(ns, _planted(7), 5) is None  # the rows are read in the background
+        assert graph_started.wait(60)
+        assert [b.exact_first for b in builds] == [True, False]
+        assert isinstance(builds[1].seed, _CompactRows)
+        (entry,) = cache._cache.values()
+        assert isinstance(entry.rows, _CompactRows)
+        assert entry.rows.matrix.dtype == np.int8
+        assert cache.stats()["bytes"] <= cache.max_bytes
+        for i in (0, 7, 29):
+            query = f"user: planted fact {i} about place {i * 7}\nassistant: ok {i}"
+            assert _top(cache, ns, query, 3)[0] == _exact(memory, ns, query, 1)[0]
+        victim = _exact(memory, ns, "user: planted fact 12 about place 84\nassistant: ok 12", 1)[0]
+        memory.forget(victim)
+        _fill(memory, 1, start=30)
+        found = _top(cache, ns, "anything", 50)
+        assert set(found) == set(memory.journal.record_ids(ns[0]))
+        assert victim not in found
+        _ids_counted(cache)
+        release.set()
+        assert cache.wait_builds(timeout=60)
+        _the_graph_serves(memory, cache, ns, victim, planted=30)
+
+
+def test_compact_rows_rank_as_float32_rows_within_int8_rounding() -> None:
+    """int8 rows: the same nearest rows as the float32 product (but for near ties), similarities within
+    rounding; a re-added id replaces its row, a removed one is gone; a quarter of the bytes."""
+    rng = np.random.default_rng(5)
+    matrix = rng.standard_normal((3000, 64)).astype(np.float32)
+    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+    ids = np.arange(10, 3010, dtype=np.int64)
+    exact, compact = _ExactRows(), _CompactRows()
+    for rows in (exact, compact):
+        rows.add(ids, matrix)
+    assert compact.matrix.dtype == np.int8
+    assert compact.nbytes < exact.nbytes / 3
+    overlap = []
+    for i in range(0, 3000, 300):
+        q = matrix[i] + 0.05 * rng.standard_normal(64).astype(np.float32)
+        q /= np.linalg.norm(q)
+        want, got = exact.search(q, 20), compact.search(q, 20)
+        assert got[0][0] == want[0][0] == 10 + i
+        overlap.append(len({r for r, _ in want} & {r for r, _ in got}) / 20)
+        sims = dict(want)
+        assert all(abs(sim - float(matrix[r - 10] @ q)) < 0.02 for r, sim in got)
+        assert all(abs(sim - sims[r]) < 0.02 for r, sim in got if r in sims)
+    assert min(overlap) >= 0.8
+    compact.add(ids[:1], -matrix[:1])  # replaced: now farthest from its old direction
+    assert compact.search(matrix[0], 1)[0][0] != 10
+    compact.remove(ids[1:2])
+    assert 11 not in {r for r, _ in compact.search(matrix[1], 50)}
+    assert len(compact) == 2999
 
 
 def test_a_scope_not_read_yet_goes_ahead_of_graphs_queued_from_exact_rows(tmp_path: Path) -> None:
@@ -886,11 +970,12 @@ def test_an_erased_record_leaves_the_offer(tmp_path: Path) -> None:
         assert [r for r, _ in found] == [kept]
 
 
-@pytest.mark.parametrize("kind", ["exact", "hnsw"])
+@pytest.mark.parametrize("kind", ["exact", "compact", "hnsw"])
 def test_rows_hand_back_the_vectors_they_hold(kind: str) -> None:
-    """``vectors``: the unit vectors of the ids held (the graph's int8 copies within rounding), by id;
-    ids not held are left out."""
-    rows: Any = _ExactRows() if kind == "exact" else _HnswRows(32, 16, 64, 128)  # built in the test, not at collection
+    """``vectors``: the unit vectors of the ids held (int8 copies within rounding), by id; ids not held are
+    left out."""
+    # Built in the test, not at collection.
+    rows: Any = {"exact": _ExactRows, "compact": _CompactRows}.get(kind, lambda: _HnswRows(32, 16, 64, 128))()
     matrix = np.random.default_rng(3).standard_normal((40, 32)).astype(np.float32)
     matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
     rows.add(np.arange(100, 140, dtype=np.int64), matrix)

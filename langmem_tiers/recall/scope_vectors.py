@@ -22,8 +22,9 @@ vectors of a scope are fetched from Chroma once, kept in memory and searched her
   the whole collection, ~180 ms a ``context()`` of a user of 100k messages against ~13 from the graph, which
   ``ChromaStore.query`` avoids where most of the collection's nearest are the scope's). Where the
   scope's exact rows and its graph fit the byte bound together (up to ~300k vectors alone in the default
-  bound), the build reads the vectors as exact rows, installs them, and queues the graph's build from them:
-  the scope answers exactly (one product) once its vectors are read, not once its graph is built. The finished entry
+  bound; beyond, up to ~600k, as int8 rows, a quarter of the bytes: :class:`_CompactRows`), the build reads
+  the vectors as exact rows, installs them, and queues the graph's build from them: the scope answers
+  exactly (one product) once its vectors are read, not once its graph is built. The finished entry
   is admitted under the same byte bound and rules as any other, as of the journal versions read when
   its build started: the first query that uses it applies what changed meanwhile (additions,
   deletions, edits) through the incremental paths below before it answers, so a record erased during
@@ -141,14 +142,33 @@ def exact_bytes_per_vector(dim: int) -> int:
     return 4 * dim + 16
 
 
+def compact_bytes_per_vector(dim: int) -> int:
+    """Bytes of one vector in a compact exact entry (:class:`_CompactRows`): int8 row, its id, its known id."""
+    return dim + 16
+
+
 class _ExactRows:
     """A float32 matrix of normalized rows and their record ids; replaced, never changed in place."""
+
+    dtype = "float32"  # of the rows held (:meth:`held`)
 
     def __init__(self) -> None:
         import numpy as np
 
         self.ids: Any = np.empty(0, dtype=np.int64)
-        self.matrix: Any = np.empty((0, 0), dtype=np.float32)
+        self.matrix: Any = np.empty((0, 0), dtype=self.dtype)
+
+    def held(self, matrix: Any) -> Any:
+        """Unit float32 rows as this matrix holds them."""
+        return matrix
+
+    def unit(self, rows: Any) -> Any:
+        """Held rows as unit float32 vectors."""
+        return rows
+
+    def empty_like(self) -> _ExactRows:
+        """A new, empty matrix of the same kind."""
+        return type(self)()
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -162,6 +182,7 @@ class _ExactRows:
 
         if not len(ids):
             return
+        matrix = self.held(matrix)
         if len(self.ids):
             self.remove(ids)  # a re-fetched id replaces its row
         if not len(self.ids):
@@ -185,7 +206,7 @@ class _ExactRows:
         if not len(self.ids) or not len(ids):
             return {}
         rows = np.flatnonzero(np.isin(self.ids, np.asarray(ids, dtype=np.int64)))
-        return {int(self.ids[i]): self.matrix[i] for i in rows}
+        return dict(zip(self.ids[rows].tolist(), self.unit(self.matrix[rows]), strict=True)) if len(rows) else {}
 
     def search(self, q: Any, k: int) -> list[tuple[int, float]]:
         import numpy as np
@@ -198,15 +219,50 @@ class _ExactRows:
         return [(int(self.ids[i]), float(scores[i])) for i in top]
 
 
+class _CompactRows(_ExactRows):
+    """Exact rows held as int8 (each unit row times 127, rounded): a quarter of float32's bytes, for a scope
+    whose float32 rows and graph do not fit the byte bound together (beyond ~300k vectors in the default
+    bound, up to ~600k). Searched exactly by usearch's int8 kernels: 590k rows in 37-55 ms on this 2-core
+    host, about numpy's float32 product over the same rows (BENCHMARKS.md, issue 15, session 61). Their
+    similarities are those of the int8 rows, within ~0.01 of the float32 ones, as a graph's are."""
+
+    dtype = "int8"
+
+    def held(self, matrix: Any) -> Any:
+        import numpy as np
+
+        if matrix.dtype == np.int8:
+            return matrix
+        return np.clip(np.rint(matrix * 127.0), -127, 127).astype(np.int8)
+
+    def unit(self, rows: Any) -> Any:
+        import numpy as np
+
+        out = rows.astype(np.float32)
+        return out / np.maximum(np.linalg.norm(out, axis=-1, keepdims=True), 1e-12)
+
+    def search(self, q: Any, k: int) -> list[tuple[int, float]]:
+        import numpy as np
+
+        if not len(self.ids):
+            return []
+        exact_search, cosine = _usearch_exact()
+        found = exact_search(self.matrix, self.held(np.asarray(q, dtype=np.float32)), min(k, len(self.ids)),
+                             cosine, exact=True)
+        # usearch's cosine distance is 1 - similarity; its keys are row positions.
+        return [(int(self.ids[i]), 1.0 - float(d)) for i, d in zip(found.keys, found.distances, strict=True)]
+
+
 class _Gathered:
     """Fetched rows for an exact entry, gathered into one preallocated matrix: ``_ExactRows.add`` copies
     the whole matrix on every call, so a scope read in chunks of ``FETCH_CHUNK`` cost time quadratic in
     its size (2.3 s of copies for 60k vectors, against one add)."""
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, into: _ExactRows) -> None:
         import numpy as np
 
         self.capacity = capacity
+        self.into = into  # the rows they are for: their dtype (a compact entry's never exist as float32 together)
         self.ids = np.empty(capacity, dtype=np.int64)
         self.matrix: Any = None  # allocated at the first rows: their width
         self.count = 0
@@ -221,13 +277,13 @@ class _Gathered:
         if end > self.capacity:  # more rows than ids asked for: never, short of a store's bug; stay correct
             raise ValueError(f"the vector store returned {end} rows for {self.capacity} ids")
         if self.matrix is None:
-            self.matrix = np.empty((self.capacity, matrix.shape[1]), dtype=np.float32)
+            self.matrix = np.empty((self.capacity, matrix.shape[1]), dtype=self.into.dtype)
         self.ids[self.count:end] = ids
-        self.matrix[self.count:end] = matrix
+        self.matrix[self.count:end] = self.into.held(matrix)
         self.count = end
 
     def rows(self) -> tuple[Any, Any]:
-        """The ids and unit float32 rows put so far: the arrays themselves, cut to the rows put (ids the
+        """The ids and rows put so far (as ``into`` holds them): the arrays themselves, cut to the rows put (ids the
         store lacked leave no unused rows behind, which the byte bound would not see)."""
         if self.count < self.capacity:
             self.ids.resize(self.count, refcheck=False)
@@ -245,6 +301,15 @@ def _usearch_index() -> Any:
     from usearch.index import Index
 
     return Index
+
+
+def _usearch_exact() -> tuple[Any, Any]:
+    """usearch's exact search function and its cosine metric, imported in the order :func:`_usearch_index` says."""
+    _usearch_index()
+    from usearch.compiled import MetricKind
+    from usearch.index import search
+
+    return search, MetricKind.Cos
 
 
 class _HnswRows:
@@ -712,11 +777,19 @@ class ScopeVectors:
                 # installed as soon as they are read, they answer (one product) while the graph is built from
                 # them, instead of Chroma's filtered query for the whole build (~180 ms against ~13 for a
                 # context() at 100k messages; BENCHMARKS.md, issue 15, session 60).
-                both = count * (exact_bytes_per_vector(dim) + hnsw_bytes_per_vector(dim, self._hnsw[0]))
-                exact_first = self._held_bytes(key) + both <= self.max_bytes
-                self._enqueue(_Build(key, _Entry(key, {}, _KnownIds()), exact_first=exact_first))
+                # Where float32 rows and the graph do not fit together, int8 rows may (_CompactRows): a
+                # user of 1M messages with vectors in SQLite otherwise waited ~1.7 s a context() for the
+                # store's exact scan for the minutes of the build (session 61).
+                room = self.max_bytes - self._held_bytes(key)
+                graph_bytes = hnsw_bytes_per_vector(dim, self._hnsw[0])
+                rows: _ExactRows | None = next(
+                    (kind() for kind, per in ((_ExactRows, exact_bytes_per_vector(dim)),
+                                              (_CompactRows, compact_bytes_per_vector(dim)))
+                     if count * (per + graph_bytes) <= room), None)
+                entry = _Entry(key, {}, _KnownIds()) if rows is None else _Entry(key, {}, _KnownIds(), rows)
+                self._enqueue(_Build(key, entry, exact_first=rows is not None))
                 log.info("reading the vectors of a scope of %d vectors in the background (%s); Chroma answers "
-                         "it meanwhile", count, "exact rows, then a graph" if exact_first else "a graph")
+                         "it meanwhile", count, "a graph" if rows is None else f"{rows.dtype} exact rows, then a graph")
                 return None
         return _Entry(key, {}, _KnownIds())
 
@@ -768,7 +841,7 @@ class ScopeVectors:
             taken = _Entry(key, dict(best.versions), best.known.copy(), rows, set(best.missing), stale,
                            dict(best.edit_checked))
             if isinstance(rows, _ExactRows):
-                taken.rows = _ExactRows()
+                taken.rows = rows.empty_like()
                 taken.rows.ids, taken.rows.matrix = rows.ids, rows.matrix
             else:
                 # A query that took the old entry before it left the cache starts from empty, in its own rows.
@@ -788,7 +861,7 @@ class ScopeVectors:
                     self._cache.get(key) is not entry or \
                     time.monotonic() - self._failed.get(key, -self.build_retry_s) < self.build_retry_s:
                 return
-            seed = _ExactRows()
+            seed = rows.empty_like()
             seed.ids, seed.matrix = rows.ids, rows.matrix  # never changed in place
             # Its state as of these rows, copied: the first query after the swap syncs it from there.
             twin = _Entry(key, dict(entry.versions), entry.known.copy(),
@@ -981,7 +1054,7 @@ class ScopeVectors:
         import numpy as np
 
         found_all: set[int] = set()
-        gathered = None if graph or not isinstance(entry.rows, _ExactRows) else _Gathered(len(ids))
+        gathered = None if graph or not isinstance(entry.rows, _ExactRows) else _Gathered(len(ids), entry.rows)
 
         def take(got: Any, rows: Any) -> None:
             if gathered is not None:

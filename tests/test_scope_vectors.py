@@ -608,6 +608,27 @@ def test_a_failed_build_is_retried_by_a_later_query(tmp_path: Path, caplog: pyte
         assert cache.stats()["hnsw_entries"] == 1
 
 
+def _rows_first_graph_held(cache: ScopeVectors, ns: list[int]) -> tuple[list[Any], threading.Event]:
+    """A new large scope's first search: its rows are read and installed first, then its graph's build from them
+    is held until the test sets the returned event. The builds, in order: the read, then the graph."""
+    builds: list[Any] = []
+    graph_started, release = threading.Event(), threading.Event()
+    real = cache._build
+
+    def hold_the_graph(build: Any, guard: Any) -> None:
+        builds.append(build)
+        if build.seed is not None:  # the graph from the rows: held until released
+            graph_started.set()
+            assert release.wait(60)
+        real(build, guard)
+
+    cache._build = hold_the_graph  # type: ignore[method-assign]
+    assert cache.search(ns, _planted(7), 5) is None  # the rows are read in the background
+    assert graph_started.wait(60)
+    assert [b.exact_first for b in builds] == [True, False]
+    return builds, release
+
+
 def test_a_new_large_scope_answers_exactly_once_read_while_its_graph_builds(tmp_path: Path) -> None:
     """Where its rows and its graph fit the bound together, a new scope past ``hnsw_from`` is read as exact
     rows, installed, and answers from them (the exact top hits) while its graph is built from them; changes
@@ -616,21 +637,7 @@ def test_a_new_large_scope_answers_exactly_once_read_while_its_graph_builds(tmp_
         _fill(memory, 30)
         cache = _small_index(memory)  # after the fill: nothing offered, builds read Chroma
         ns = [memory._ns_id]
-        builds: list[Any] = []
-        graph_started, release = threading.Event(), threading.Event()
-        real = cache._build
-
-        def hold_the_graph(build: Any, guard: Any) -> None:
-            builds.append(build)
-            if build.seed is not None:  # the graph from the exact rows: held until released
-                graph_started.set()
-                assert release.wait(60)
-            real(build, guard)
-
-        cache._build = hold_the_graph  # type: ignore[method-assign]
-        assert cache.search(ns, _planted(7), 5) is None  # the rows are read in the background
-        assert graph_started.wait(60)
-        assert [b.exact_first for b in builds] == [True, False]
+        builds, release = _rows_first_graph_held(cache, ns)
         (entry,) = cache._cache.values()
         assert isinstance(entry.rows, _ExactRows)
         assert cache.stats()["building"] == 1
@@ -658,21 +665,7 @@ def test_a_scope_whose_float32_rows_and_graph_do_not_fit_answers_from_int8_rows_
         _fill(memory, 30)
         cache = _small_index(memory, max_bytes=_compact_and_graph(30))  # after the fill: builds read the store
         ns = [memory._ns_id]
-        builds: list[Any] = []
-        graph_started, release = threading.Event(), threading.Event()
-        real = cache._build
-
-        def hold_the_graph(build: Any, guard: Any) -> None:
-            builds.append(build)
-            if build.seed is not None:  # the graph from the compact rows: held until released
-                graph_started.set()
-                assert release.wait(60)
-            real(build, guard)
-
-        cache._build = hold_the_graph  # type: ignore[method-assign]
-        assert cache.search(ns, _planted(7), 5) is None  # the rows are read in the background
-        assert graph_started.wait(60)
-        assert [b.exact_first for b in builds] == [True, False]
+        builds, release = _rows_first_graph_held(cache, ns)
         assert isinstance(builds[1].seed, _CompactRows)
         (entry,) = cache._cache.values()
         assert isinstance(entry.rows, _CompactRows)

@@ -778,8 +778,8 @@ class ScopeVectors:
                 # them, instead of Chroma's filtered query for the whole build (~180 ms against ~13 for a
                 # context() at 100k messages; BENCHMARKS.md, issue 15, session 60).
                 # Where float32 rows and the graph do not fit together, int8 rows may (_CompactRows): a
-                # user of 1M messages with vectors in SQLite otherwise waited ~1.7 s a context() for the
-                # store's exact scan for the minutes of the build (session 61).
+                # user of 1M messages with vectors in SQLite otherwise waited ~2 s a context() for the store's
+                # exact scan for the minutes of the build, 67 ms from its rows (session 61).
                 room = self.max_bytes - self._held_bytes(key)
                 graph_bytes = hnsw_bytes_per_vector(dim, self._hnsw[0])
                 rows: _ExactRows | None = next(

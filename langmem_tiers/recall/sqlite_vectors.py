@@ -112,8 +112,8 @@ class SqliteVectorStore:
         self._lock = threading.RLock()  # the writer's, and the lifetime's
         # Read connections, one per reading thread at a time (opened as needed, kept for reuse): in WAL mode
         # readers wait for no one, where on the writer's connection a scope's exact scan (seconds for 590k
-        # vectors) held every other read and write of the process, a graph build's reads included: the build
-        # of a 1M-message user's index, meant to take ~6 minutes, took 9 (BENCHMARKS.md, issue 15, session 61).
+        # vectors) held every other read and write of the process, a graph build's reads included: under a stream
+        # of queries a 1M-message user's build took 818 s against 380 (BENCHMARKS.md, issue 15, session 61).
         self._readers: list[sqlite3.Connection] = []
         self._closed = False
         try:

@@ -294,9 +294,9 @@ def measure(size: int, vectors: bool, samples: int, layout: str, per_session: in
         if scope_vectors is not None:
             during = random.Random(size + 1)  # its own questions: the samples' stay those of earlier rows
             entries = scope_vectors.stats()["entries"]
-            while during_build and len(building_ms) < samples and scope_vectors.stats()["building"]:
+            while during_build and len(building_ms) < samples and (now := scope_vectors.stats())["building"]:
                 question = filler_question(during, plain_questions)
-                if rows_in_s is None and scope_vectors.stats()["entries"] > entries:
+                if rows_in_s is None and now["entries"] > entries:
                     rows_in_s = time.perf_counter() - t_build
                 building_ms.append(_timed(lambda: memory.context(question)))
                 if rows_in_s is not None:

@@ -1,6 +1,8 @@
-"""The in-process scope vector index: exact float32 against int8 HNSW (usearch), by size (issue 15; not a test).
+"""The in-process scope vector index: exact float32 and int8 rows against int8 HNSW (usearch), by size (issue 15;
+not a test).
 
     .venv/bin/python benchmarks/vector_index.py --sizes 10000,100000,1000000
+    .venv/bin/python benchmarks/vector_index.py --sizes 590000 --kinds random --rows-only   # rows, no graph
     .venv/bin/python benchmarks/vector_index.py --sizes 5000,10000,20000,50000 --kinds real   # the crossover
     .venv/bin/python benchmarks/vector_index.py --sizes 100000 --kinds real --grid          # HNSW parameters
 
@@ -14,12 +16,14 @@ rows) and searched with the engine's usual ``want`` (k=50):
   replicated with noise of norm ``--noise`` up to the size (each copy keeps cosine ~0.9 to its
   turn), queried with the embedded LongMemEval questions and turns held out of the base set.
 
-Reported per (kind, size): build seconds, search p50/p95 in ms for exact and HNSW, HNSW recall@k
-against exact search, the share of stored vectors that a search for themselves finds among the 10 nearest
-(``found_again_at_10``, from session 56), resident bytes per vector (RSS growth while building / vectors)
-beside the accounting formula the byte bound uses, and the process's RSS and peak RSS. ``--grid`` also tries
-connectivity x expansion_search on the first size. Prints one JSON object per row; ``--out`` writes
-them all. Real vectors are cached in ``--cache`` (a temporary file; never committed).
+Reported per (kind, size): build seconds, search p50/p95 in ms for exact float32 rows, int8 rows (``compact_*``:
+what a scope reads first where float32 rows and the graph do not fit the byte bound together, with their recall@k
+against float32) and HNSW, HNSW recall@k against exact search, the share of stored vectors that a search for
+themselves finds among the 10 nearest (``found_again_at_10``, from session 56), resident bytes per vector (RSS
+growth while building / vectors) beside the accounting formula the byte bound uses, and the process's RSS and peak
+RSS. ``--grid`` also tries connectivity x expansion_search on the first size; ``--rows-only`` measures the two kinds
+of rows alone (no graph is built: a large random one takes minutes). Prints one JSON object per row; ``--out``
+writes them all. Real vectors are cached in ``--cache`` (a temporary file; never committed).
 """
 
 from __future__ import annotations
@@ -42,8 +46,10 @@ from langmem_tiers.recall.scope_vectors import (
     HNSW_CONNECTIVITY,
     HNSW_EXPANSION_ADD,
     HNSW_EXPANSION_SEARCH,
+    _CompactRows,
     _ExactRows,
     _HnswRows,
+    compact_bytes_per_vector,
     hnsw_bytes_per_vector,
 )
 
@@ -135,6 +141,18 @@ def exact_truth(data: Any, queries: Any, k: int) -> tuple[list[list[int]], list[
     return found, ms, build
 
 
+def compact_rows(data: Any, queries: Any, k: int, truth: list[list[int]]) -> dict[str, Any]:
+    """int8 rows filled as a scope's read fills them (one matrix), searched as recall searches them."""
+    rows = _CompactRows()
+    t = time.perf_counter()
+    rows.add(np.arange(1, len(data) + 1, dtype=np.int64), data)
+    build = time.perf_counter() - t
+    found, ms = timed_search(rows, queries, k)
+    return {"compact_build_s": round(build, 3), "compact_ms_p50": round(statistics.median(ms), 3),
+            "compact_ms_p95": round(pct(ms, 0.95), 3), f"compact_recall_at_{k}": round(recall_at(found, truth, k), 4),
+            "compact_bytes_per_vector": compact_bytes_per_vector(data.shape[1])}
+
+
 def quality(found: list[list[int]], truth: list[list[int]], data: Any, queries: Any, k: int,
             base: int | None) -> dict[str, float]:
     """Beyond recall: how much less similar the returned vectors are than the exact top k (mean cosine), and
@@ -208,6 +226,7 @@ def main() -> None:
     parser.add_argument("--connectivity", type=int, default=HNSW_CONNECTIVITY)
     parser.add_argument("--searches", default=str(HNSW_EXPANSION_SEARCH), help="expansion_search values (a,b,...)")
     parser.add_argument("--out", default=None, help="write every row to this JSON file")
+    parser.add_argument("--rows-only", action="store_true", help="exact float32 and int8 rows only, no graph")
     args = parser.parse_args()
     print(json.dumps({"machine": f"{platform.machine()} {os.cpu_count()} cores, python {platform.python_version()}",
                       "load_avg": os.getloadavg(), "date": time.strftime("%Y-%m-%d %H:%M")}), flush=True)
@@ -222,12 +241,24 @@ def main() -> None:
         for n, size in enumerate(sizes):
             data, queries = dataset(kind, size, real, args.noise, args.queries)
             exact = exact_truth(data, queries, args.k)
+            compact = compact_rows(data, queries, args.k, exact[0])
+            if args.rows_only:
+                row = {"kind": kind, "size": size, "dim": data.shape[1], "k": args.k, "queries": len(queries),
+                       "exact_build_s": round(exact[2], 3), "exact_ms_p50": round(statistics.median(exact[1]), 3),
+                       "exact_ms_p95": round(pct(exact[1], 0.95), 3), **compact}
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+                if args.out:
+                    Path(args.out).write_text(json.dumps(rows, indent=2))
+                del data, exact
+                continue
             builds = [(args.connectivity, HNSW_EXPANSION_ADD, [int(x) for x in args.searches.split(",")])]
             if args.grid and n == 0:
                 builds = [(m, ea, [64, 128, 256]) for m in (8, 16, 32) for ea in (32, HNSW_EXPANSION_ADD)]
             for m, ea, searches in builds:
                 base = len(real[0]) if kind == "real" and real is not None else None
                 for row in measure(kind, size, data, queries, args.k, m, ea, searches, exact, base):
+                    row.update(compact)
                     rows.append(row)
                     print(json.dumps(row), flush=True)
                 if args.out:

@@ -22,9 +22,10 @@ vectors of a scope are fetched from Chroma once, kept in memory and searched her
   the whole collection, ~180 ms a ``context()`` of a user of 100k messages against ~13 from the graph, which
   ``ChromaStore.query`` avoids where most of the collection's nearest are the scope's). Where the
   scope's exact rows and its graph fit the byte bound together (up to ~300k vectors alone in the default
-  bound; beyond, up to ~600k, as int8 rows, a quarter of the bytes: :class:`_CompactRows`), the build reads
-  the vectors as exact rows, installs them, and queues the graph's build from them: the scope answers
-  exactly (one product) once its vectors are read, not once its graph is built. The finished entry
+  bound; beyond, up to ~600k, as int8 rows, a quarter of the bytes, ranked as int8 vectors:
+  :class:`_CompactRows`), the build reads the vectors as rows, installs them, and queues the graph's build
+  from them: the scope answers from every row (one product) once its vectors are read, not once its graph
+  is built. The finished entry
   is admitted under the same byte bound and rules as any other, as of the journal versions read when
   its build started: the first query that uses it applies what changed meanwhile (additions,
   deletions, edits) through the incremental paths below before it answers, so a record erased during
@@ -143,7 +144,7 @@ def exact_bytes_per_vector(dim: int) -> int:
 
 
 def compact_bytes_per_vector(dim: int) -> int:
-    """Bytes of one vector in a compact exact entry (:class:`_CompactRows`): int8 row, its id, its known id."""
+    """Bytes of one vector in a compact rows entry (:class:`_CompactRows`): int8 row, its id, its known id."""
     return dim + 16
 
 
@@ -220,11 +221,12 @@ class _ExactRows:
 
 
 class _CompactRows(_ExactRows):
-    """Exact rows held as int8 (each unit row times 127, rounded): a quarter of float32's bytes, for a scope
-    whose float32 rows and graph do not fit the byte bound together (beyond ~300k vectors in the default
-    bound, up to ~600k). Searched exactly by usearch's int8 kernels: 590k rows in 37-55 ms on this 2-core
-    host, about numpy's float32 product over the same rows (BENCHMARKS.md, issue 15, session 61). Their
-    similarities are those of the int8 rows, within ~0.01 of the float32 ones, as a graph's are."""
+    """Rows held as int8 (each unit row times 127, rounded): a quarter of float32's bytes, for a scope whose
+    float32 rows and graph do not fit the byte bound together (beyond ~300k vectors in the default bound, up
+    to ~600k). Every row is compared (usearch's int8 kernels), so nothing is missed as a graph may miss it, but
+    the ranking is the int8 vectors': within ~0.01 of the float32 similarities, which reorders near ties
+    (590k random vectors: 0.89 of float32's top 50, in 42 ms p50 against float32's 93;
+    ``benchmarks/vector_index.py --sizes 590000 --kinds random --rows-only``, BENCHMARKS.md, issue 15, session 61)."""
 
     dtype = "int8"
 
@@ -780,16 +782,15 @@ class ScopeVectors:
                 # Where float32 rows and the graph do not fit together, int8 rows may (_CompactRows): a
                 # user of 1M messages with vectors in SQLite otherwise waited ~2 s a context() for the store's
                 # exact scan for the minutes of the build, 67 ms from its rows (session 61).
-                room = self.max_bytes - self._held_bytes(key)
-                graph_bytes = hnsw_bytes_per_vector(dim, self._hnsw[0])
-                rows: _ExactRows | None = next(
-                    (kind() for kind, per in ((_ExactRows, exact_bytes_per_vector(dim)),
-                                              (_CompactRows, compact_bytes_per_vector(dim)))
-                     if count * (per + graph_bytes) <= room), None)
-                entry = _Entry(key, {}, _KnownIds()) if rows is None else _Entry(key, {}, _KnownIds(), rows)
-                self._enqueue(_Build(key, entry, exact_first=rows is not None))
+                room = self.max_bytes - self._held_bytes(key) - count * hnsw_bytes_per_vector(dim, self._hnsw[0])
+                rows, per = _ExactRows(), exact_bytes_per_vector(dim)
+                if count * per > room and count * compact_bytes_per_vector(dim) <= room:
+                    rows, per = _CompactRows(), compact_bytes_per_vector(dim)
+                exact_first = count * per <= room
+                self._enqueue(_Build(key, _Entry(key, {}, _KnownIds(), rows), exact_first=exact_first))
+                how = f"{rows.dtype} exact rows, then a graph" if exact_first else "a graph"
                 log.info("reading the vectors of a scope of %d vectors in the background (%s); Chroma answers "
-                         "it meanwhile", count, "a graph" if rows is None else f"{rows.dtype} exact rows, then a graph")
+                         "it meanwhile", count, how)
                 return None
         return _Entry(key, {}, _KnownIds())
 

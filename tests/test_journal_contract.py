@@ -541,6 +541,21 @@ def test_keyword_ranking_quality(journal: Journal, label: str, query: str, top: 
     assert ranked[:len(top)] == [RANKING_CORPUS[i] for i in top], ranked
 
 
+def test_long_records_rank_by_their_words_for_a_long_query(journal: Journal) -> None:
+    """Records of ~500 words (PostgreSQL stores their tsvectors compressed or out of line, and ranks a copy read
+    once) asked with a pasted paragraph: the one saying the rare words more often ranks first, by bm25."""
+    rng = random.Random(3)
+    vocabulary = sorted({"".join(rng.choices(string.ascii_lowercase, k=rng.randint(5, 10))) for _ in range(3000)})
+    filler = [" ".join(rng.sample(vocabulary[:2000], 500)) for _ in range(3)]
+    ns_id = _ns(journal, "long")
+    ids = journal.add_records(ns_id, [NewRecord("turn", f"{filler[0]} kayak kayak kayak lisbon"),
+                                      NewRecord("turn", f"{filler[1]} kayak lisbon lisbon"),
+                                      NewRecord("turn", f"{filler[2]} nothing of either")])
+    query = "What about " + " ".join(rng.sample(vocabulary[2000:], 60)) + " and the kayak in lisbon?"  # words unsaid
+    assert [h.record_id for h in journal.keyword_search(query, [ns_id], 5)][:2] == ids[:2]
+    assert [h.record_id for h in journal.keyword_search("lisbon", [ns_id], 5)] == [ids[1], ids[0]]
+
+
 def test_records_beside_a_record_stay_in_its_session_and_kind(journal: Journal) -> None:
     """``beside``: the nearest records of a kind before and after one, within its session only
     (another session's records written in between are not its neighbors)."""

@@ -730,10 +730,17 @@ class PostgresJournal(SqlJournal):
 # every (record, word) pair, O(hits²): 86 ms for 500 hits. Arguments: the OR query's texts, the
 # namespaces, [the kinds], [the record ids], the words' configurations and quoted words, [the
 # counted matches of the words not wholly ranked, the least hit count (both: ``BM25_AT_LEAST``)], k.
+# A hit's tsvector is read once: ``r.tsv || ''::tsvector`` is a copy of r.tsv in memory, which the tests below
+# read (a long record's tsvector is stored compressed or out of line, and each of the hits x terms tests
+# decompressed it again), and ``OFFSET 0`` keeps the planner from writing that copy out twice (into ``dl``
+# as well). LongMemEval user messages of 33-1,228 words as the queries of a 10k-record history: 192 -> 72 ms
+# p50, the same records and scores (``benchmarks/long_query_terms.py --postgres``; BENCHMARKS.md, issue 15,
+# session 62).
 BM25_SQL = """
 WITH hit AS MATERIALIZED (
-    SELECT r.id, r.tsv, length(r.tsv)::float8 AS dl FROM records r, (SELECT {match}) AS q(query)
-    WHERE r.tsv @@ q.query{scope}),
+    SELECT h.id, h.tsv, length(h.tsv)::float8 AS dl FROM (
+        SELECT r.id, r.tsv || ''::tsvector AS tsv FROM records r, (SELECT {match}) AS q(query)
+        WHERE r.tsv @@ q.query{scope} OFFSET 0) h),
 term AS MATERIALIZED (
     SELECT DISTINCT ON (q::text) q::text AS lexeme, q
     FROM (SELECT to_tsquery(t.config::regconfig, t.word) AS q FROM unnest(?::text[], ?::text[]) AS t(config, word)) w

@@ -22,6 +22,8 @@ package with ``PYTHONPATH``. ``--walk-probe`` times instead how a search planned
 matches on SQLite (``MAX_SCOPE_TERMS``), and on PostgreSQL how each question's words' newest matches are
 read (``_newest_matches``). ``--budget N`` sets the journal's keyword budget;
 ``--common-word`` adds "the trip" to every question, a word of about half the filler lines.
+``--question-words N,M,...`` asks instead questions of N distinct filler words each (a pasted paragraph),
+then of M, ... on the same fill (each row says its ``question_words``).
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.append(str(Path(__file__).resolve().parents[1]))  # tests.support; PYTHONPATH (a before tree) first
 
-from scale import filler_question, line, pct
+from scale import VOCAB, filler_question, line, pct
 
 import langmem_tiers.journal.postgres as postgres_module
 import langmem_tiers.journal.sqlite as sqlite_module
@@ -91,6 +93,11 @@ def replans_counted() -> Iterator[list[int]]:
     finally:
         for module, real in patched:
             module.crowded_out = real  # type: ignore[attr-defined]
+
+
+def long_question(rng: random.Random, words: int) -> str:
+    """A question of ``words`` distinct filler words (of 420), as a user who pastes a paragraph asks."""
+    return "What about " + ", ".join(rng.sample(VOCAB, words)) + "?"
 
 
 def search(journal: Any, query: str, ns_ids: list[int], k: int, kinds: list[str] | None,
@@ -182,6 +189,9 @@ def main() -> None:
                         help="the journal's keyword budget (default: its own, keyword_budget.KEYWORD_BUDGET)")
     parser.add_argument("--common-word", action="store_true",
                         help="questions that also hold 'trip', a word of about half the filler lines")
+    parser.add_argument("--question-words", type=lambda v: [int(x) for x in v.split(",")], default=None,
+                        metavar="N,M,...", help="instead of two-word questions, questions of N distinct filler "
+                        "words each (a pasted paragraph), then of M, ... on the same fill")
     parser.add_argument("--walk-probe", action="store_true",
                         help="instead of the searches: SQLite, time counting a word's matches in the first N "
                              "sessions narrowed by scope terms and looked up (MAX_SCOPE_TERMS); PostgreSQL, "
@@ -218,6 +228,9 @@ def main() -> None:
         elif args.walk_probe:
             words = [w for q in queries for w in search_terms(q) if w not in ("what", "about", "and")][:6]
             rows = walk_probe(journal, by_user, words)
+        elif args.question_words:
+            rows = [{"question_words": n, **row} for n in args.question_words
+                    for row in measure(journal, by_user, [long_question(rng, n) for _ in range(args.queries)], args.k)]
         else:
             rows = measure(journal, by_user, queries, args.k)
         if args.json:

@@ -40,13 +40,10 @@ from scale import pct
 
 import langmem_tiers.journal.base as journal_base
 from langmem_tiers.eval.datasets import load_longmemeval, merge_haystacks
+from langmem_tiers.eval.runner import parse_indices, select
 from langmem_tiers.journal.base import Namespace, NewRecord
 from langmem_tiers.journal.sqlite import SqliteJournal
 from langmem_tiers.text import query_words
-
-
-def parse_list(text: str) -> list[int]:
-    return [int(x) for x in text.split(",")]
 
 
 def fill(journal: Any, sessions: Any) -> list[int]:
@@ -87,9 +84,9 @@ def measure(journal: Any, label: str, queries: list[str], truths: list[list[int]
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, required=True, help="LongMemEval_S JSON file (official format)")
-    parser.add_argument("--history", type=parse_list, default=list(range(20)), metavar="I,J,...",
+    parser.add_argument("--history", type=parse_indices, default=list(range(20)), metavar="I,J,...",
                         help="haystacks merged into the searched history (default 0-19)")
-    parser.add_argument("--caps", type=parse_list, default=[256, 64, 32, 16])
+    parser.add_argument("--caps", type=lambda v: [int(x) for x in v.split(",")], default=[256, 64, 32, 16])
     parser.add_argument("--min-words", type=int, default=32, help="queries: user messages of more content words")
     parser.add_argument("--queries", type=int, default=200, help="at most this many, in the file's order")
     parser.add_argument("--k", type=int, default=10)
@@ -97,7 +94,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     haystacks = load_longmemeval(args.data)
-    history = merge_haystacks([haystacks[i] for i in args.history])
+    history = merge_haystacks(select(haystacks, args.history))
     held = {s[0].session_id for s in history.sessions}
     queries = list(dict.fromkeys(
         m.text for i, hay in enumerate(haystacks) if i not in args.history for s in hay.sessions
@@ -120,14 +117,14 @@ def main() -> None:
                 db.execute("ANALYZE records")
         budget = journal.keyword_budget
         truths = [[h for h, _ in search(journal, q, ns_ids, args.k, 256, None)[0]] for q in queries]
+        words = [len(query_words(q)) for q in queries]
         head = {"data": args.data.name, "backend": "postgres" if args.postgres else "sqlite",
                 "history_haystacks": args.history, "sessions": len(ns_ids),
                 "records": sum(len(s) for s in history.sessions), "queries": len(queries),
-                "query_words_p50": statistics.median(len(query_words(q)) for q in queries),
-                "query_words_max": max(len(query_words(q)) for q in queries), "k": args.k, "keyword_budget": budget,
-                "truth": "every word (256), no budget"}
+                "query_words_p50": statistics.median(words), "query_words_max": max(words), "k": args.k,
+                "keyword_budget": budget, "truth": "every word (256), no budget"}
         print(json.dumps(head), flush=True)
-        questions = [q.text for i in args.history for q in haystacks[i].questions]
+        questions = [q.text for q in history.questions]
         rows = []
         for _ in range(2):  # the first round warms the pages and held term counts; the second is reported
             rows = [measure(journal, "long messages", queries, truths, ns_ids, args.k, cap, budget)

@@ -50,6 +50,7 @@ from langmem_tiers.recall.scope_vectors import (
     _ExactRows,
     _HnswRows,
     compact_bytes_per_vector,
+    exact_bytes_per_vector,
     hnsw_bytes_per_vector,
 )
 
@@ -141,6 +142,15 @@ def exact_truth(data: Any, queries: Any, k: int) -> tuple[list[list[int]], list[
     return found, ms, build
 
 
+def exact_fields(kind: str, size: int, data: Any, queries: Any, k: int,
+                 exact: tuple[list[list[int]], list[float], float]) -> dict[str, Any]:
+    """A row's head: what was searched, and the exact float32 rows' build, search times and bytes."""
+    _, ms, build = exact
+    return {"kind": kind, "size": size, "dim": data.shape[1], "k": k, "queries": len(queries),
+            "exact_build_s": round(build, 3), "exact_ms_p50": round(statistics.median(ms), 3),
+            "exact_ms_p95": round(pct(ms, 0.95), 3), "exact_bytes_per_vector": exact_bytes_per_vector(data.shape[1])}
+
+
 def compact_rows(data: Any, queries: Any, k: int, truth: list[list[int]]) -> dict[str, Any]:
     """int8 rows filled as a scope's read fills them (one matrix), searched as recall searches them."""
     rows = _CompactRows()
@@ -183,7 +193,7 @@ def measure(kind: str, size: int, data: Any, queries: Any, k: int, connectivity:
             searches: list[int], exact: tuple[list[list[int]], list[float], float],
             base: int | None = None) -> list[dict[str, Any]]:
     """One HNSW build, searched with each ``expansion_search`` of ``searches``: one row each."""
-    truth, exact_ms, exact_build = exact
+    truth = exact[0]
     before = rss_kib()[0] * 1024
     graph = _HnswRows(data.shape[1], connectivity, expansion_add, searches[0])
     build_s = fill(graph, data)
@@ -194,11 +204,9 @@ def measure(kind: str, size: int, data: Any, queries: Any, k: int, connectivity:
         found, ms = timed_search(graph, queries, k)
         now_kib, peak_kib = rss_kib()
         rows.append({
-            "kind": kind, "size": size, "dim": data.shape[1], "k": k, "queries": len(queries),
+            **exact_fields(kind, size, data, queries, k, exact),
             "connectivity": connectivity, "expansion_add": expansion_add,
             "expansion_search": int(graph.index.expansion_search),
-            "exact_build_s": round(exact_build, 3), "exact_ms_p50": round(statistics.median(exact_ms), 3),
-            "exact_ms_p95": round(pct(exact_ms, 0.95), 3), "exact_bytes_per_vector": 4 * data.shape[1] + 16,
             "hnsw_build_s": round(build_s, 2), "hnsw_build_per_s": round(size / build_s),
             "hnsw_ms_p50": round(statistics.median(ms), 3), "hnsw_ms_p95": round(pct(ms, 0.95), 3),
             f"recall_at_{k}": round(recall_at(found, truth, k), 4),
@@ -235,34 +243,30 @@ def main() -> None:
     if "real" in kinds:
         cache = Path(args.cache or Path(tempfile.gettempdir()) / f"lt-vector-index-real-{args.real}.npz")
         real = real_vectors(args.real, args.queries, cache)
-    rows = []
+    rows: list[dict[str, Any]] = []
+
+    def emit(new: list[dict[str, Any]]) -> None:
+        for row in new:
+            print(json.dumps(row), flush=True)
+        rows.extend(new)
+        if args.out:  # after each build: a long run keeps what it measured
+            Path(args.out).write_text(json.dumps(rows, indent=2))
+
     sizes = [int(s) for s in args.sizes.split(",")]
     for kind in kinds:
         for n, size in enumerate(sizes):
             data, queries = dataset(kind, size, real, args.noise, args.queries)
             exact = exact_truth(data, queries, args.k)
             compact = compact_rows(data, queries, args.k, exact[0])
-            if args.rows_only:
-                row = {"kind": kind, "size": size, "dim": data.shape[1], "k": args.k, "queries": len(queries),
-                       "exact_build_s": round(exact[2], 3), "exact_ms_p50": round(statistics.median(exact[1]), 3),
-                       "exact_ms_p95": round(pct(exact[1], 0.95), 3), **compact}
-                rows.append(row)
-                print(json.dumps(row), flush=True)
-                if args.out:
-                    Path(args.out).write_text(json.dumps(rows, indent=2))
-                del data, exact
-                continue
             builds = [(args.connectivity, HNSW_EXPANSION_ADD, [int(x) for x in args.searches.split(",")])]
             if args.grid and n == 0:
                 builds = [(m, ea, [64, 128, 256]) for m in (8, 16, 32) for ea in (32, HNSW_EXPANSION_ADD)]
-            for m, ea, searches in builds:
-                base = len(real[0]) if kind == "real" and real is not None else None
-                for row in measure(kind, size, data, queries, args.k, m, ea, searches, exact, base):
-                    row.update(compact)
-                    rows.append(row)
-                    print(json.dumps(row), flush=True)
-                if args.out:
-                    Path(args.out).write_text(json.dumps(rows, indent=2))
+            base = len(real[0]) if kind == "real" and real is not None else None
+            for m, ea, searches in [] if args.rows_only else builds:
+                built = measure(kind, size, data, queries, args.k, m, ea, searches, exact, base)
+                emit([row | compact for row in built])
+            if args.rows_only:
+                emit([exact_fields(kind, size, data, queries, args.k, exact) | compact])
             del data, exact
 
 

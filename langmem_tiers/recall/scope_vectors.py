@@ -788,7 +788,7 @@ class ScopeVectors:
                     rows, per = _CompactRows(), compact_bytes_per_vector(dim)
                 exact_first = count * per <= room
                 self._enqueue(_Build(key, _Entry(key, {}, _KnownIds(), rows), exact_first=exact_first))
-                how = f"{rows.dtype} exact rows, then a graph" if exact_first else "a graph"
+                how = f"{rows.dtype} rows, then a graph" if exact_first else "a graph"
                 log.info("reading the vectors of a scope of %d vectors in the background (%s); Chroma answers "
                          "it meanwhile", count, how)
                 return None

@@ -303,6 +303,11 @@ def measure(size: int, vectors: bool, samples: int, layout: str, per_session: in
                     indexed_ms.append(building_ms[-1])
             scope_vectors.wait_builds()
         build_s = time.perf_counter() - t_build
+        # PostgreSQL: a large scope's keyword postings are read in the background too (absent before session 63).
+        postings = getattr(memory.journal, "keyword_postings", None)
+        if postings is not None:
+            postings.wait_build()
+        postings_stats = postings.stats() if postings is not None else None
         mark("graph built")
         delivered: list[tuple[int, int]] = []  # recalled hits and their tokens per context(): its cost follows them
         # Two rounds of the same calls. The first is the row's figures: the calls right after the graph
@@ -368,6 +373,8 @@ def measure(size: int, vectors: bool, samples: int, layout: str, per_session: in
     }
     if cold_agent_ms is not None:
         row["cold_agent_search_ms"] = round(cold_agent_ms, 2)
+    if postings_stats is not None:
+        row["keyword_postings"] = postings_stats  # held before the samples (issue 15, session 63)
     if during_build:
         row["building_context_calls"] = len(building_ms)  # p50 / p95 below when any
         # Rows first: when they were installed (seconds after the cold context()), and the calls after.

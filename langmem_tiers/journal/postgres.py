@@ -23,6 +23,7 @@ import time
 import uuid
 import weakref
 import zlib
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
@@ -40,8 +41,26 @@ from langmem_tiers.journal.base import (
 )
 from langmem_tiers.journal.encryption import ALGORITHM, META_KEY, FieldCipher, cipher_for
 from langmem_tiers.journal.keyword_budget import TermCount, crowded_out, plan_terms, recency_windows
+from langmem_tiers.journal.postgres_postings import (
+    DEFAULT_MAX_BYTES as POSTINGS_MAX_BYTES,
+)
+from langmem_tiers.journal.postgres_postings import (
+    LEXEMES_KEPT,
+    READ_CHUNK,
+    ROWS_SQL,
+    ScopePostings,
+    lexeme_of,
+)
 from langmem_tiers.journal.postgres_stats import JournalStats, StatsReader
-from langmem_tiers.journal.sql_core import ScopeFilter, Sql, fold_nfc, ids_in_scope, in_scope, scope_size
+from langmem_tiers.journal.sql_core import (
+    ScopeFilter,
+    Sql,
+    fold_nfc,
+    ids_in_scope,
+    in_scope,
+    scope_size,
+    scope_versions,
+)
 from langmem_tiers.journal.sql_journal import ListingCache, SqlJournal, check_version, finish_migration
 from langmem_tiers.keyring import KeyRing
 
@@ -447,7 +466,8 @@ class PostgresJournal(SqlJournal):
                     "(rotate WAL and backups by your retention policy)")
 
     def __init__(self, url: str, *, schema: str = DEFAULT_SCHEMA, min_size: int = 1, max_size: int = 8,
-                 timeout_s: float = 30.0, keyring: KeyRing | None = None) -> None:
+                 timeout_s: float = 30.0, keyring: KeyRing | None = None,
+                 keyword_postings_bytes: int = POSTINGS_MAX_BYTES) -> None:
         if not _SCHEMA_NAME.fullmatch(schema):
             raise JournalError(
                 f"schema ({schema!r}) must be a lowercase identifier: letters, digits and _, up to 63 characters"
@@ -464,6 +484,13 @@ class PostgresJournal(SqlJournal):
         self._listings = ListingCache()  # the newest listing of each scope read (SqlJournal.scope_listing)
         self._stats = StatsReader()  # the planner's statistics, the keyword budget's estimates
         self._cipher = None
+        if keyword_postings_bytes < 0:
+            raise JournalError(f"keyword_postings_bytes ({keyword_postings_bytes}) must be 0 (none held) or more")
+        # Large scopes' keyword postings held in this process (:mod:`.postgres_postings`), and the lexeme of
+        # each query word seen (``to_tsquery``'s, the same for every scope).
+        self.keyword_postings = ScopePostings(self.scope_versions, self._postings_rows, self._postings_scope,
+                                              self._scope_size, max_bytes=keyword_postings_bytes)
+        self._lexemes: OrderedDict[str, str | None] = OrderedDict()
         search_path = f'SET search_path TO "{schema}"'
 
         def configure(conn: Conn) -> None:
@@ -604,13 +631,73 @@ class PostgresJournal(SqlJournal):
         terms = self._query_terms(query, ns_ids)
         if not terms:
             return []
+        held = self._held_search(terms, ns_ids, kinds, k)
+        if held is not None:
+            return [KeywordHit(rid, i + 1, score) for i, (rid, score) in enumerate(held)]
         budget = self.keyword_budget
+        large = True
         with self._autocommit() as db:
             if budget is None:
                 rows = _bm25(db, terms, terms, ns_ids, kinds, k)  # every match
             else:
-                rows = _bounded_bm25(db, terms, ns_ids, kinds, k, budget, self._stats.get(db))
+                rows, large = _bounded_bm25(db, terms, ns_ids, kinds, k, budget, self._stats.get(db))
+        if large and self._cipher is None and self.keyword_postings.max_bytes > 0:
+            self.keyword_postings.want(ns_ids)
         return [KeywordHit(int(r[0]), i + 1, float(r[1])) for i, r in enumerate(rows)]
+
+    def _held_search(self, terms: Sequence[tuple[str, str]], ns_ids: Sequence[int], kinds: Sequence[str] | None,
+                     k: int) -> list[tuple[int, float]] | None:
+        """The search ranked from the scope's postings held here (:mod:`.postgres_postings`): every match, as
+        ``BM25_SQL`` ranks them without a budget; ``None`` when they are not held, the journal is encrypted,
+        or a word is several lexemes to PostgreSQL."""
+        if self._cipher is not None or not self.keyword_postings.held():
+            return None
+        lexemes = self._lexemes_of([w for _, w in terms])
+        if lexemes is None:
+            return None
+        if not any(lexemes):
+            return []  # stop words only: the statement matches nothing either
+        return self.keyword_postings.rank(ns_ids, [x for x in lexemes if x], kinds, k)
+
+    def _lexemes_of(self, words: Sequence[str]) -> list[str] | None:
+        """Each word's lexeme under the 'english' configuration (``""``: a stop word), remembered; ``None``
+        when a word is several lexemes."""
+        with self._lock:
+            missing = [w for w in dict.fromkeys(words) if w not in self._lexemes]
+        if missing:
+            with self._autocommit() as db:
+                rows = db.all("SELECT w, to_tsquery('english'::regconfig, q)::text "
+                              "FROM unnest(?::text[], ?::text[]) AS t(w, q)",
+                              [missing, [ts_query("", [w]) for w in missing]])
+            with self._lock:
+                for w, text in rows:
+                    self._lexemes[w] = lexeme_of(text)
+                while len(self._lexemes) > LEXEMES_KEPT:
+                    self._lexemes.popitem(last=False)
+        with self._lock:
+            found = [self._lexemes.get(w) for w in words]
+        return None if any(x is None for x in found) else [x for x in found if x is not None]
+
+    def _postings_rows(self, floors: Sequence[tuple[int, int, int]]) -> list[Any]:
+        """``ROWS_SQL`` for ``(namespace, above, upto)`` triples: records to add to a held scope."""
+        with self._autocommit() as db:
+            return db.all(ROWS_SQL, [[f[0] for f in floors], [f[1] for f in floors], [f[2] for f in floors]])
+
+    def _postings_scope(self, ns_ids: Sequence[int]) -> Iterator[Any]:
+        """A scope's versions, then its records' ``ROWS_SQL`` rows in chunks, all of one snapshot (a build)."""
+        with self._snapshot() as db:
+            versions = scope_versions(db, ns_ids)
+            yield versions
+            floors = [(n, 0, v[0]) for n, v in versions.items()]
+            with db.raw.cursor(name=f"postings_{uuid.uuid4().hex}") as cur:
+                cur.execute(_placeholders(ROWS_SQL),
+                            [[f[0] for f in floors], [f[1] for f in floors], [f[2] for f in floors]])
+                while rows := cur.fetchmany(READ_CHUNK):
+                    yield rows
+
+    def _scope_size(self, ns_ids: Sequence[int], cap: int) -> int:
+        with self._autocommit() as db:
+            return scope_size(db, ns_ids, None, cap)
 
     def _query_terms(self, query: str, ns_ids: Sequence[int]) -> list[tuple[str, str]]:
         """``(text search configuration, word)`` pairs a query searches for. Encrypted: the blind tokens
@@ -708,8 +795,12 @@ class PostgresJournal(SqlJournal):
         # What was read before the erasure goes; read again at need, from statistics that keep the erased words'
         # lexemes until the next ANALYZE (compact() runs one).
         self._stats.clear()
+        self.keyword_postings.clear()
 
     def close(self) -> None:
+        postings = getattr(self, "keyword_postings", None)
+        if postings is not None:
+            postings.close()  # its build reads through the pool: stopped first
         with self._lock:
             pool, self._pool = self._pool, None
         if pool is not None:
@@ -808,7 +899,7 @@ def _bm25(db: Sql, matched: Sequence[tuple[str, str]], scoring: Sequence[tuple[s
 
 
 def _bounded_bm25(db: Sql, terms: Sequence[tuple[str, str]], ns_ids: Sequence[int], kinds: Sequence[str] | None,
-                  k: int, budget: int, stats: JournalStats | None = None) -> list[Any]:
+                  k: int, budget: int, stats: JournalStats | None = None) -> tuple[list[Any], bool]:
     """A search within ``budget`` matches: a scope of at most ``budget`` records ranks every match
     (:func:`scope_size` counts it first, or, where the statistics call it large, only once the plan would
     leave matches out); a larger one ranks the records holding the terms :func:`plan_terms` keeps.
@@ -822,6 +913,7 @@ def _bounded_bm25(db: Sql, terms: Sequence[tuple[str, str]], ns_ids: Sequence[in
     the scope's own (a memory search whose newest matches are all turns, or a user's whose are all
     other users'). With the planner's ``stats``, the journal's matches of the commonest words are estimated,
     not counted, and the plan is on the matches expected in the scope (:func:`_expected_in_scope`).
+    Also whether the scope may be over the budget (``False``: it was counted within it).
     """
     share = stats.share(ns_ids, kinds) if stats is not None else None
     likely_small = stats is None or share is None or share * stats.rows <= budget
@@ -830,19 +922,19 @@ def _bounded_bm25(db: Sql, terms: Sequence[tuple[str, str]], ns_ids: Sequence[in
         return scope_size(db, ns_ids, kinds, budget + 1) <= budget
 
     if likely_small and small():
-        return _bm25(db, terms, terms, ns_ids, kinds, k)  # every match: a small scope
+        return _bm25(db, terms, terms, ns_ids, kinds, k), False  # every match: a small scope
     counts, lexemes = _journal_counts(db, terms, budget + 1, stats)
     if stats is not None:
         counts = _expected_in_scope(counts, stats, share, budget + 1)
     # A scope the statistics call large is counted only when its plan would leave matches out: where its
     # terms' expected matches all fit, every match is ranked anyway (:func:`_ranked_in_budget`).
     if not likely_small and sum(c.matches for c in counts) > budget and small():
-        return _bm25(db, terms, terms, ns_ids, kinds, k)  # a small scope after all
+        return _bm25(db, terms, terms, ns_ids, kinds, k), False  # a small scope after all
     rows, crowded = _ranked_in_budget(db, terms, lexemes, counts, ns_ids, kinds, k, budget, own=False)
     if crowded:
         counts, _ = _count_matches(db, terms, budget + 1, (ns_ids, kinds))
         rows, _ = _ranked_in_budget(db, terms, lexemes, counts, ns_ids, kinds, k, budget, own=True)
-    return rows
+    return rows, True
 
 
 def _ranked_in_budget(db: Sql, terms: Sequence[tuple[str, str]], lexemes: Sequence[str], counts: Sequence[TermCount],

@@ -232,6 +232,14 @@ def ids_in_scope(db: Sql, ids: Sequence[int], sessions: set[int], kinds: set[str
             if int(r[1]) in sessions and (kinds is None or r[2] in kinds)}
 
 
+def scope_versions(db: Sql, ns_ids: Sequence[int]) -> dict[int, tuple[int, int, int]]:
+    """``Journal.scope_versions`` read on ``db`` (inside a caller's snapshot, where it needs one)."""
+    members, args = db.in_(list(dict.fromkeys(int(n) for n in ns_ids)))
+    rows = db.all(f"SELECT ns, last_record_id, records_deleted, records_edited FROM namespaces WHERE ns {members}",
+                  args)
+    return {int(r[0]): (int(r[1]), int(r[2]), int(r[3])) for r in rows}
+
+
 def scope_size(db: Sql, ns_ids: Sequence[int], kinds: Sequence[str] | None, cap: int) -> int:
     """How many records a keyword search may rank (these namespaces, these kinds), counted up to ``cap``
     (whether the scope is within the keyword budget: :mod:`.keyword_budget`).

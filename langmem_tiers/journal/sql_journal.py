@@ -541,10 +541,7 @@ class SqlJournal:
         if not ns_ids:
             return {}
         with self._autocommit() as db:
-            members, args = db.in_(list(dict.fromkeys(int(n) for n in ns_ids)))
-            rows = db.all("SELECT ns, last_record_id, records_deleted, records_edited FROM namespaces "
-                          f"WHERE ns {members}", args)
-        return {int(r[0]): (int(r[1]), int(r[2]), int(r[3])) for r in rows}
+            return core.scope_versions(db, ns_ids)
 
     def scoped_records(self, ns_ids: Sequence[int], kinds: Sequence[str] | None = None,
                        pinned_only: bool = False, unkeyed: Sequence[int] | None = None) -> list[Record]:

@@ -1,0 +1,423 @@
+"""A large scope's keyword postings held in this process, so PostgreSQL's keyword search of it is not a statement.
+
+Why: at 100k records of one user in 1,000 sessions, a user-scope ``search()`` on the servers took 15.9 ms of
+which the bm25 statement took 7.4 (reading and grouping up to the keyword budget's 2,000 matches on the
+server, BENCHMARKS.md issue 15 session 58), where SQLite's FTS5 runs in the process. So a scope of more than
+``POSTINGS_FROM`` records gets, once a search found it that large, its records' lexemes read in the
+background (each record's tsvector unnested: lexeme and number of positions, the journal's own stemming) and
+packed here; from then on its searches are ranked here with the statement's formula (``BM25_SQL`` over every
+match, :data:`~langmem_tiers.journal.keyword_budget.KEYWORD_BUDGET` or not: a numpy pass over the query's
+postings costs less than the budget's planning did), and the statement answers meanwhile.
+
+Kept in step as :mod:`langmem_tiers.recall.scope_vectors` is: every search reads the scope's versions
+(``scope_versions``: largest record id, records deleted, texts edited, per namespace) and applies what
+changed before it ranks. Records above an entry's last id are read; a namespace whose deleted or edited
+count moved, or that is new to the entry, is read again whole and its old rows dropped; a namespace that
+no longer exists (an erased session) is dropped. Dropped rows leave the arrays at once (the postings are
+packed again without them, and lexemes no record holds leave the vocabulary), so an erased record's words
+are neither served nor held. A scope that grew by a session takes over the entry of the scope it grew from.
+A process's own erasures clear every entry (``PostgresJournal._forget_held``); another process's erasure of
+a session is seen by the next search of each scope holding it (the namespace is gone), and an entry whose
+scope is never searched again goes when the byte bound needs room, or when a build finds a vanished session.
+
+Encrypted journals keep the statement (their records hold blind tokens and plaintext words under two
+configurations); so do queries whose words PostgreSQL parses into several lexemes (``e-mail``, ``foo_bar``).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from array import array
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+# A scope of more records than this is ranked here once its postings are read. Below it the statement is
+# cheap (every match of a few thousand records) and tests and evaluation haystacks keep the statement's path.
+POSTINGS_FROM = 20_000
+# All entries together, in bytes (estimated as below); a scope that alone would exceed it keeps the statement.
+DEFAULT_MAX_BYTES = 256 * 2**20
+BYTES_PER_POSTING = 8  # row index (int32) and term frequency (float32)
+BYTES_PER_ROW = 27  # id, namespace (int64), length (float64), kind code (int16), live (bool)
+BYTES_PER_LEXEME = 120  # the vocabulary's dict entry and string, and the packed offset
+READ_CHUNK = 2_000  # rows fetched at a time from a build's server-side cursor
+MERGE_FROM = 4_096  # appended rows held apart before they are packed with the rest
+LEXEMES_KEPT = 65_536  # query words whose lexeme this process remembers
+MAX_NEW_SESSIONS = 64  # a scope that grew by at most this many sessions takes over the entry it grew from
+RECHECK_AFTER = 256  # a scope found small is counted again after this many more searches found it over the budget
+SMALL_KEPT = 4_096  # scopes remembered as small
+# A record's lexemes and each one's number of positions (= ts_rank_cd's term frequency with unit weights and
+# one lexeme, as BM25_SQL computes it); records without a lexeme match nothing and are not read.
+ROWS_SQL = (
+    "SELECT r.id, r.ns, r.kind, length(r.tsv), u.lexemes, u.counts "
+    "FROM unnest(?::bigint[], ?::bigint[], ?::bigint[]) AS f(ns_id, above, upto) "
+    "JOIN records r ON r.ns = f.ns_id AND r.id > f.above AND r.id <= f.upto, "
+    "LATERAL (SELECT array_agg(t.lexeme), array_agg(coalesce(array_length(t.positions, 1), 0)) "
+    "FROM unnest(r.tsv) t) AS u(lexemes, counts) WHERE u.lexemes IS NOT NULL")
+_ONE_LEXEME = re.compile(r"'((?:[^'\\]|'')*)'")
+
+
+def lexeme_of(tsquery_text: str) -> str | None:
+    """The lexeme of ``to_tsquery(config, word)::text`` when it is one (``'run'``), ``""`` for a stop word,
+    ``None`` when the word parses into more than one (``'e-mail' <-> 'e' <-> 'mail'``)."""
+    if tsquery_text == "":
+        return ""
+    m = _ONE_LEXEME.fullmatch(tsquery_text)
+    return m.group(1).replace("''", "'") if m else None
+
+
+@dataclass
+class Postings:
+    """One scope's rows and postings (pure: no I/O). Rows are appended; postings are packed by lexeme
+    (``offsets`` into ``rows`` and ``tf``) plus the lists of rows appended since (``fresh``)."""
+
+    ids: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    dl: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float64))
+    kind: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int16))
+    live: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    vocab: dict[str, int] = field(default_factory=dict)
+    offsets: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
+    rows: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
+    tf: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
+    fresh: dict[str, tuple[array[int], array[float]]] = field(default_factory=dict)
+    fresh_rows: int = 0
+    kinds: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def size(self) -> int:
+        return len(self.ids)
+
+    def nbytes(self) -> int:
+        fresh = sum(len(r) for r, _ in self.fresh.values())
+        return (BYTES_PER_ROW * len(self.ids) + BYTES_PER_POSTING * (len(self.rows) + fresh)
+                + BYTES_PER_LEXEME * (len(self.vocab) + len(self.fresh)))
+
+    def append(self, records: Iterable[tuple[int, int, str, int, Sequence[str], Sequence[int]]]) -> None:
+        """Add rows ``(id, namespace, kind, length, lexemes, counts)``; their postings wait in ``fresh``."""
+        ids: list[int] = []
+        nss: list[int] = []
+        dls: list[int] = []
+        kinds: list[int] = []
+        row = len(self.ids)
+        for rid, ns, kind, dl, lexemes, counts in records:
+            ids.append(rid)
+            nss.append(ns)
+            dls.append(dl)
+            kinds.append(self.kinds.setdefault(kind, len(self.kinds)))
+            for lexeme, count in zip(lexemes, counts, strict=True):
+                rows, tf = self.fresh.get(lexeme) or self.fresh.setdefault(lexeme, (array("i"), array("f")))
+                rows.append(row)
+                tf.append(count)
+            row += 1
+        if not ids:
+            return
+        self.ids = np.concatenate([self.ids, np.asarray(ids, np.int64)])
+        self.ns = np.concatenate([self.ns, np.asarray(nss, np.int64)])
+        self.dl = np.concatenate([self.dl, np.asarray(dls, np.float64)])
+        self.kind = np.concatenate([self.kind, np.asarray(kinds, np.int16)])
+        self.live = np.concatenate([self.live, np.ones(len(ids), bool)])
+        self.fresh_rows += len(ids)
+        if self.fresh_rows >= MERGE_FROM:
+            self.pack()
+
+    def drop(self, namespaces: Iterable[int]) -> None:
+        """Remove every row of these namespaces, and their words from memory."""
+        gone = np.isin(self.ns, np.fromiter(namespaces, np.int64))
+        if gone.any():
+            self.live &= ~gone
+            self.pack()
+
+    def pack(self) -> None:
+        """Pack the fresh postings with the rest and leave out the rows that are no longer live (their
+        postings, and the lexemes only they held)."""
+        lexemes = list(self.vocab) + [x for x in self.fresh if x not in self.vocab]
+        index = {x: i for i, x in enumerate(lexemes)}
+        term = np.repeat(np.arange(len(self.vocab), dtype=np.int32), np.diff(self.offsets))
+        parts_t, parts_r, parts_f = [term], [self.rows], [self.tf]
+        for x, (fresh_rows, fresh_tf) in self.fresh.items():
+            parts_t.append(np.full(len(fresh_rows), index[x], np.int32))
+            parts_r.append(np.frombuffer(fresh_rows, np.int32))
+            parts_f.append(np.frombuffer(fresh_tf, np.float32))
+        term, rows, tf = np.concatenate(parts_t), np.concatenate(parts_r), np.concatenate(parts_f)
+        keep_rows = self.live
+        if not keep_rows.all():
+            kept = keep_rows[rows]
+            term, rows, tf = term[kept], rows[kept], tf[kept]
+            rows = (np.cumsum(keep_rows) - 1)[rows].astype(np.int32)
+            self.ids, self.ns, self.dl, self.kind = (a[keep_rows] for a in (self.ids, self.ns, self.dl, self.kind))
+            self.live = np.ones(len(self.ids), bool)
+        order = np.argsort(term, kind="stable")
+        term, rows, tf = term[order], rows[order], tf[order]
+        counts = np.bincount(term, minlength=len(lexemes))
+        held = np.flatnonzero(counts)
+        self.vocab = {lexemes[t]: i for i, t in enumerate(held.tolist())}
+        self.offsets = np.concatenate([[0], np.cumsum(counts[held])]).astype(np.int64)
+        self.rows, self.tf = rows, tf
+        self.fresh, self.fresh_rows = {}, 0
+
+    def _postings(self, lexeme: str) -> tuple[np.ndarray, np.ndarray]:
+        parts_r, parts_f = [], []
+        t = self.vocab.get(lexeme)
+        if t is not None:
+            a, b = self.offsets[t], self.offsets[t + 1]
+            parts_r.append(self.rows[a:b])
+            parts_f.append(self.tf[a:b])
+        if lexeme in self.fresh:
+            fresh_rows, fresh_tf = self.fresh[lexeme]
+            parts_r.append(np.frombuffer(fresh_rows, np.int32))
+            parts_f.append(np.frombuffer(fresh_tf, np.float32))
+        if not parts_r:
+            return np.zeros(0, np.int32), np.zeros(0, np.float32)
+        return np.concatenate(parts_r), np.concatenate(parts_f)
+
+    def rank(self, lexemes: Sequence[str], kinds: Sequence[str] | None, k: int) -> list[tuple[int, float]]:
+        """The ``k`` best ``(record id, score)`` holding any of ``lexemes`` (of ``kinds``), by ``BM25_SQL``'s
+        bm25 over every match: each lexeme's document frequency and the length average among the matches,
+        ties by the larger id."""
+        if k <= 0 or not len(self.ids):
+            return []
+        allowed = self.live
+        if kinds is not None:
+            codes = [self.kinds[x] for x in kinds if x in self.kinds]
+            allowed = allowed & np.isin(self.kind, np.asarray(codes, np.int16))
+        per_term = []
+        hit = np.zeros(len(self.ids), bool)
+        for lexeme in dict.fromkeys(lexemes):
+            rows, tf = self._postings(lexeme)
+            keep = allowed[rows]
+            rows, tf = rows[keep], tf[keep].astype(np.float64)
+            if len(rows):
+                per_term.append((rows, tf))
+                hit[rows] = True
+        n = int(hit.sum())
+        if n == 0:
+            return []
+        avgdl = max(float(self.dl[hit].mean()), 1.0)
+        score = np.zeros(len(self.ids), np.float64)
+        for rows, tf in per_term:
+            df = float(len(rows))
+            idf = np.log(1.0 + (n - df + 0.5) / (df + 0.5))
+            score[rows] += idf * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * self.dl[rows] / avgdl))
+        found = np.flatnonzero(hit)
+        order = np.lexsort((-self.ids[found], -score[found]))[:k]
+        best = found[order]
+        return list(zip(self.ids[best].tolist(), score[best].tolist(), strict=True))
+
+
+@dataclass
+class _Entry:
+    postings: Postings
+    versions: dict[int, tuple[int, int, int]]  # per namespace, as of the rows read
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+Versions = dict[int, tuple[int, int, int]]
+RowReader = Callable[[Sequence[tuple[int, int, int]]], list[Any]]
+# Reads a scope whole in one snapshot: yields its versions first, then chunks of rows.
+ScopeReader = Callable[[Sequence[int]], Iterator[Any]]
+
+
+class ScopePostings:
+    """The in-process postings of large scopes, under a byte bound (least recently searched first out).
+
+    ``read_versions`` is the journal's ``scope_versions``; ``read_rows`` reads ``ROWS_SQL`` for ``(namespace,
+    above, upto)`` triples; ``read_scope`` reads a scope whole in one snapshot, its versions first, on a
+    background thread (:meth:`want`)."""
+
+    def __init__(self, read_versions: Callable[[Sequence[int]], Versions], read_rows: RowReader,
+                 read_scope: ScopeReader, count: Callable[[Sequence[int], int], int], *,
+                 max_bytes: int = DEFAULT_MAX_BYTES, size_from: int = POSTINGS_FROM) -> None:
+        self._read_versions = read_versions
+        self._read_rows = read_rows
+        self._read_scope = read_scope
+        self._count = count  # the scope's records, counted up to a cap
+        self.max_bytes = max_bytes
+        self.size_from = size_from
+        self._small: OrderedDict[frozenset[int], int] = OrderedDict()  # scope -> searches before a recount
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[frozenset[int], _Entry] = OrderedDict()
+        self._building: frozenset[int] | None = None
+        self._too_large: set[frozenset[int]] = set()
+        self._closed = False
+        self._thread: threading.Thread | None = None
+
+    def held(self) -> int:
+        """Scopes whose postings are held."""
+        with self._lock:
+            return len(self._entries)
+
+    def stats(self) -> dict[str, int]:
+        """Held scopes, their records and postings, estimated bytes and the bound (benchmarks, the inspector)."""
+        with self._lock:
+            entries = [e.postings for e in self._entries.values()]
+            return {"entries": len(entries), "records": sum(p.size for p in entries),
+                    "postings": sum(len(p.rows) for p in entries), "bytes": sum(p.nbytes() for p in entries),
+                    "max_bytes": self.max_bytes, "building": int(self._building is not None)}
+
+    def wait_build(self, timeout_s: float | None = None) -> bool:
+        """Wait for a background build to end (benchmarks and tests); ``False`` on timeout."""
+        with self._lock:
+            thread = self._thread
+        if thread is not None:
+            thread.join(timeout_s)
+            return not thread.is_alive()
+        return True
+
+    def rank(self, ns_ids: Sequence[int], lexemes: Sequence[str], kinds: Sequence[str] | None,
+             k: int) -> list[tuple[int, float]] | None:
+        """The scope's best matches, ranked here after applying what changed; ``None`` when its postings
+        are not held (the statement answers)."""
+        key = frozenset(ns_ids)
+        with self._lock:
+            entry = self._entries.get(key) or self._adopt(key)
+            if entry is None:
+                return None
+            self._entries.move_to_end(key)
+        versions = self._read_versions(list(key))
+        with entry.lock:
+            try:
+                self._refresh(entry, key, versions)
+            except BaseException:
+                # Rows may have been dropped and not read again: the entry no longer describes the scope.
+                with self._lock:
+                    if self._entries.get(key) is entry:
+                        del self._entries[key]
+                raise
+            return entry.postings.rank(lexemes, kinds, k)
+
+    def want(self, ns_ids: Sequence[int]) -> None:
+        """A search found this scope over the keyword budget: count it in the background and, past
+        ``size_from`` records, read its postings (one build at a time; a scope over the byte bound is not
+        tried again, one found small is counted again after ``RECHECK_AFTER`` more such searches)."""
+        key = frozenset(ns_ids)
+        with self._lock:
+            if (self._closed or key in self._entries or key in self._too_large or self._building is not None):
+                return
+            left = self._small.get(key)
+            if left is not None:
+                if left > 0:
+                    self._small[key] = left - 1
+                    return
+                del self._small[key]
+            self._building = key
+            self._thread = threading.Thread(target=self._build, args=(key,), name="langmem-postings", daemon=True)
+            self._thread.start()
+
+    def clear(self) -> None:
+        """Forget every entry (this process erased something)."""
+        with self._lock:
+            self._entries.clear()
+            self._too_large.clear()
+            self._small.clear()
+
+    def close(self, timeout_s: float = 30.0) -> None:
+        with self._lock:
+            self._closed = True
+            thread = self._thread
+        if thread is not None:
+            thread.join(timeout_s)
+        self.clear()
+
+    def _adopt(self, key: frozenset[int]) -> _Entry | None:
+        """The entry of the largest held scope this one grew from by a few sessions, taken over (lock held)."""
+        grown = [s for s in self._entries if s < key and len(key - s) <= MAX_NEW_SESSIONS]
+        if not grown:
+            return None
+        source = max(grown, key=len)
+        entry = self._entries.pop(source)
+        self._entries[key] = entry
+        return entry
+
+    def _refresh(self, entry: _Entry, key: frozenset[int], versions: Versions) -> None:
+        """Apply what changed in the scope since the entry's rows were read (entry's lock held)."""
+        held = entry.versions
+        gone = [n for n in held if n not in versions or n not in key]
+        reread: list[tuple[int, int, int]] = []
+        for n in key:
+            now = versions.get(n)
+            if now is None:
+                continue
+            before = held.get(n)
+            if before is None or before[1:] != now[1:]:
+                reread.append((n, 0, now[0]))
+                gone.append(n)
+            elif now[0] > before[0]:
+                reread.append((n, before[0], now[0]))
+        if not gone and not reread:
+            return
+        if gone:
+            entry.postings.drop(gone)
+        rows = self._read_rows(reread) if reread else []
+        entry.postings.append(rows)
+        entry.versions = {n: versions[n] for n in key if n in versions}
+
+    def _build(self, key: frozenset[int]) -> None:
+        try:
+            # Counted up to the most records the bound could hold (a record costs at least a row and a posting).
+            records = self._count(sorted(key), max(self.size_from, self.max_bytes // (BYTES_PER_ROW
+                                                                                      + BYTES_PER_POSTING)) + 1)
+            if records <= self.size_from:
+                with self._lock:
+                    self._small[key] = RECHECK_AFTER
+                    while len(self._small) > SMALL_KEPT:
+                        self._small.popitem(last=False)
+                return
+            self._drop_stale(key)
+            read = self._read(key, records)
+            with self._lock:
+                if self._closed:
+                    return
+                if read is None:
+                    self._too_large.add(key)
+                    log.info("keyword postings of a scope of %d records exceed the bound (%d bytes): statement kept",
+                             records, self.max_bytes)
+                    return
+                postings, versions = read
+                size = postings.nbytes()
+                while self._entries and size + sum(e.postings.nbytes() for e in self._entries.values()) \
+                        > self.max_bytes:
+                    self._entries.popitem(last=False)
+                self._entries[key] = _Entry(postings, versions)
+        except Exception as e:  # the statement keeps answering; a later search asks again
+            log.warning("could not read the keyword postings of a scope of %d sessions: %s", len(key), e)
+        finally:
+            with self._lock:
+                self._building = None
+
+    def _read(self, key: frozenset[int], records: int) -> tuple[Postings, Versions] | None:
+        """The scope's postings and the versions they are as of; ``None`` when they would not fit the bound
+        (stopped as soon as the bytes so far, scaled to the scope's ``records``, would not) or on close."""
+        chunks = self._read_scope(sorted(key))
+        try:
+            versions: Versions = next(chunks)
+            postings = Postings()
+            for chunk in chunks:
+                postings.append(chunk)
+                if postings.nbytes() * records > self.max_bytes * max(postings.size, 1) or self._closed:
+                    return None
+        finally:
+            close = getattr(chunks, "close", None)
+            if close is not None:
+                close()
+        postings.pack()
+        return (postings, versions) if postings.nbytes() <= self.max_bytes else None
+
+    def _drop_stale(self, key: frozenset[int]) -> None:
+        """Drop held entries overlapping ``key`` that hold a session no longer there (erased elsewhere)."""
+        with self._lock:
+            others = [s for s in self._entries if s & key and not s <= key]
+        if not others:
+            return
+        alive = self._read_versions(sorted(set().union(*others)))
+        with self._lock:
+            for s in others:
+                if any(n not in alive for n in s):
+                    self._entries.pop(s, None)

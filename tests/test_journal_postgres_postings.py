@@ -1,0 +1,217 @@
+"""A large scope's keyword postings held in the process (PostgreSQL, ``journal/postgres_postings.py``).
+
+The held ranking must be the statement's (``BM25_SQL`` over every match), stay in step with what other
+handles write, edit and erase, and never hold an erased record's words. Scopes here are made "large" by
+lowering the size a scope needs (``size_from``) and the keyword budget (so that a search finds the scope
+over it and asks for its postings).
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from langmem_tiers.journal.base import Namespace, NewRecord
+from langmem_tiers.journal.postgres_postings import Postings, lexeme_of
+from tests.support.postgres import postgres_url
+from tests.test_journal_contract import RANKING_CASES, RANKING_CORPUS
+
+EXTRA = [
+    "We rented a kayak on the lake and the kayak leaked twice",
+    "The quarterly report is due on Friday, the report needs charts",
+    "My sister's wedding is in June at the old mill by the river",
+    "I switched to a standing desk and my back feels better",
+    "The dentist moved my appointment to Tuesday afternoon",
+    "Running in the morning before work keeps me calm; I ran 5k today",
+]
+
+
+def _same(got: list[tuple[int, float]], want: list[tuple[int, float]]) -> bool:
+    """The same records in the same order, scores equal but for float rounding."""
+    return [i for i, _ in got] == [i for i, _ in want] and all(
+        math.isclose(a, b, rel_tol=1e-9) for (_, a), (_, b) in zip(got, want, strict=True))
+
+
+def _bm25_reference(docs: dict[int, dict[str, int]], dl: dict[int, int], query: list[str],
+                    k: int) -> list[tuple[int, float]]:
+    """BM25_SQL written out plainly: df and average length among the matching records."""
+    hits = [d for d, tf in docs.items() if any(q in tf for q in query)]
+    if not hits:
+        return []
+    avgdl = max(sum(dl[d] for d in hits) / len(hits), 1.0)
+    scores = {}
+    for d in hits:
+        s = 0.0
+        for q in dict.fromkeys(query):
+            if q in docs[d]:
+                df = sum(1 for h in hits if q in docs[h])
+                tf = docs[d][q]
+                s += math.log(1 + (len(hits) - df + 0.5) / (df + 0.5)) * tf * 2.2 / (
+                    tf + 1.2 * (0.25 + 0.75 * dl[d] / avgdl))
+        scores[d] = s
+    return sorted(scores.items(), key=lambda p: (-p[1], -p[0]))[:k]
+
+
+def test_postings_rank_as_bm25_written_out_and_forget_dropped_rows() -> None:
+    docs = {10: {"kayak": 2, "lake": 1}, 11: {"lake": 1, "report": 3}, 12: {"report": 1},
+            13: {"kayak": 1, "report": 1, "wed": 1}, 14: {"june": 1}}
+    dl = {d: len(tf) + 1 for d, tf in docs.items()}
+    p = Postings()
+    rows = [(d, 100 + d % 2, "fact" if d == 12 else "turn", dl[d], list(tf), list(tf.values()))
+            for d, tf in docs.items()]
+    p.append(rows[:3])
+    p.pack()
+    p.append(rows[3:])  # fresh postings beside the packed ones
+    for query in (["kayak"], ["report", "lake"], ["kayak", "report", "nothing"], ["nothing"]):
+        for k in (1, 3, 10):
+            got = p.rank(query, None, k)
+            assert _same(got, _bm25_reference(docs, dl, query, k))
+    assert [d for d, _ in p.rank(["report"], ["fact"], 5)] == [12]
+    p.drop([101])  # the odd ids' namespace: 11 and 13 go, with the only record holding "wed"
+    assert sorted(p.ids.tolist()) == [10, 12, 14]
+    assert "wed" not in p.vocab and not p.fresh
+    kept = {d: docs[d] for d in (10, 12, 14)}
+    assert _same(p.rank(["report", "kayak"], None, 5), _bm25_reference(kept, dl, ["report", "kayak"], 5))
+
+
+def test_a_query_word_is_one_lexeme_a_stop_word_or_several() -> None:
+    assert lexeme_of("'run'") == "run"
+    assert lexeme_of("'it''s'") == "it's"
+    assert lexeme_of("") == ""
+    assert lexeme_of("'e-mail' <-> 'e' <-> 'mail'") is None
+
+
+@pytest.fixture(scope="module")
+def pg_url() -> Iterator[str]:
+    with postgres_url() as url:
+        yield url
+
+
+@pytest.fixture
+def journal(pg_url: str) -> Iterator[Any]:
+    from langmem_tiers.journal.postgres import PostgresJournal
+
+    j = PostgresJournal(pg_url, schema=f"kwp_{uuid.uuid4().hex[:16]}")
+    j.keyword_budget = 5
+    j.keyword_postings.size_from = 20
+    yield j
+    j.close()
+
+
+def _statement(journal: Any, query: str, ns_ids: list[int], k: int, kinds: list[str] | None = None) -> list[Any]:
+    from langmem_tiers.journal.postgres import _bm25
+
+    terms = journal._query_terms(query, ns_ids)
+    with journal._autocommit() as db:
+        return [(int(r[0]), float(r[1])) for r in _bm25(db, terms, terms, ns_ids, kinds, k)] if terms else []
+
+
+def _held(journal: Any, query: str, ns_ids: list[int], k: int = 10, kinds: list[str] | None = None) -> list[Any]:
+    """The search, answered from the held postings (asserted: not the statement)."""
+    terms = journal._query_terms(query, ns_ids)
+    assert not terms or journal._held_search(terms, ns_ids, kinds, k) is not None
+    return [(h.record_id, h.score) for h in journal.keyword_search(query, ns_ids, k, kinds)]
+
+
+def _fill(journal: Any, sessions: int = 3) -> list[int]:
+    ns_ids = [journal.namespace_id(Namespace(f"s{i}", "u")) for i in range(sessions)]
+    for i, text in enumerate([*RANKING_CORPUS, *EXTRA] * 2):
+        journal.add_records(ns_ids[i % sessions], [NewRecord("fact" if i % 4 == 0 else "turn", text)])
+    return ns_ids
+
+
+def _build(journal: Any, ns_ids: list[int]) -> None:
+    journal.keyword_search("kayak report", ns_ids, 3)  # over the budget: asks for the postings
+    assert journal.keyword_postings.wait_build(30)
+    assert journal.keyword_postings.stats()["entries"] == 1
+
+
+def test_the_held_ranking_is_the_statement_s(journal: Any) -> None:
+    ns_ids = _fill(journal)
+    _build(journal, ns_ids)
+    checked = 0
+    for _, query, _ in [*RANKING_CASES, ("", "kayak lake report wedding running", None)]:
+        for kinds in (None, ["fact"], ["turn", "fact"]):
+            for k in (1, 5, 40):
+                held = _held(journal, query, ns_ids, k, kinds)
+                assert _same(held, _statement(journal, query, ns_ids, k, kinds)), (query, kinds, k)
+                checked += bool(held)
+    assert checked > 20
+
+
+def test_what_another_handle_adds_edits_and_deletes_is_seen_by_the_next_search(journal: Any, pg_url: str) -> None:
+    from langmem_tiers.journal.postgres import PostgresJournal
+
+    ns_ids = _fill(journal)
+    _build(journal, ns_ids)
+    other = PostgresJournal(pg_url, schema=journal.schema)
+    try:
+        (added,) = other.add_records(ns_ids[1], [NewRecord("turn", "a zeppelin over the harbour")])
+        assert [i for i, _ in _held(journal, "zeppelin", ns_ids)] == [added]
+        other.update_record(added, text="a balloon over the harbour")
+        assert _held(journal, "zeppelin", ns_ids) == []
+        assert [i for i, _ in _held(journal, "balloon", ns_ids)] == [added]
+        kayaks = [i for i, _ in _statement(journal, "kayak", ns_ids, 50)]
+        other.delete_records(kayaks[:1])
+        assert [i for i, _ in _held(journal, "kayak", ns_ids, 50)] == kayaks[1:]
+        other.delete_records([added])
+        assert _held(journal, "balloon", ns_ids) == []
+        (postings,) = journal.keyword_postings._entries.values()
+        assert "balloon" not in postings.postings.vocab and "zeppelin" not in postings.postings.vocab
+        for query in ("kayak lake", "report wedding", "the harbour"):
+            assert _same(_held(journal, query, ns_ids, 20), _statement(journal, query, ns_ids, 20))
+    finally:
+        other.close()
+
+
+def test_an_erased_session_leaves_the_held_scope(journal: Any, pg_url: str) -> None:
+    from langmem_tiers.journal.postgres import PostgresJournal
+
+    ns_ids = _fill(journal)
+    (unique,) = journal.add_records(ns_ids[2], [NewRecord("turn", "the xylophone recital")])
+    _build(journal, ns_ids)
+    assert [i for i, _ in _held(journal, "xylophone", ns_ids)] == [unique]
+    other = PostgresJournal(pg_url, schema=journal.schema)
+    try:
+        other.delete_namespaces([ns_ids[2]])
+    finally:
+        other.close()
+    # The stale scope (a listing read before the erasure) finds nothing of the erased session, and holds none of it.
+    assert _held(journal, "xylophone", ns_ids) == []
+    (entry,) = journal.keyword_postings._entries.values()
+    assert ns_ids[2] not in set(entry.postings.ns.tolist()) and "xylophon" not in entry.postings.vocab
+    # This handle's own erasure forgets every held scope at once.
+    journal.delete_namespaces([ns_ids[1]])
+    assert journal.keyword_postings.held() == 0
+
+
+def test_a_scope_grown_by_a_session_takes_over_the_held_postings(journal: Any) -> None:
+    ns_ids = _fill(journal)
+    _build(journal, ns_ids)
+    new = journal.namespace_id(Namespace("s-new", "u"))
+    (rid,) = journal.add_records(new, [NewRecord("turn", "kayak trip next summer")])
+    grown = [*ns_ids, new]
+    held = _held(journal, "kayak trip", grown, 20)
+    assert journal.keyword_postings.stats()["entries"] == 1  # taken over, not built again
+    assert rid in [i for i, _ in held]
+    assert _same(held, _statement(journal, "kayak trip", grown, 20))
+
+
+def test_words_of_several_lexemes_and_encrypted_journals_keep_the_statement(journal: Any) -> None:
+    ns_ids = _fill(journal)
+    _build(journal, ns_ids)
+    journal.add_records(ns_ids[0], [NewRecord("turn", "send the e-mail to foo_bar")])
+    budget = journal.keyword_budget
+    # Ranked by the statement under the budget, as before: the same as the statement's bounded search.
+    from langmem_tiers.journal.postgres import _bounded_bm25
+
+    terms = journal._query_terms("e-mail foo_bar", ns_ids)
+    with journal._autocommit() as db:
+        rows, _ = _bounded_bm25(db, terms, ns_ids, None, 5, budget)
+    found = journal.keyword_search("e-mail foo_bar", ns_ids, 5)
+    assert [h.record_id for h in found] == [int(r[0]) for r in rows]
+    assert journal._lexemes_of(["e-mail"]) is None

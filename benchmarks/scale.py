@@ -36,7 +36,8 @@ session grown since the previous one.
 The first context() after filling (the cold one: in-process vector indexes are fetched) is reported
 apart (with ``--agents``, the first agent-scope search too: another scope, another index), then the run
 waits for any HNSW graph still building in the background (``graph_build_s``) before sampling, so the
-samples measure the installed index. ``--during-build`` times context() calls meanwhile
+samples measure the installed index (on PostgreSQL, for a large scope's keyword postings too: the row's
+``keyword_postings`` says what was held). ``--during-build`` times context() calls meanwhile
 (``building_context_ms_*``): until the graph is installed, a scope past 20k vectors is answered by the
 vector store's query, or by its exact rows once they were read where they fit beside the graph
 (``building_rows_installed_s`` after the cold context(), and ``building_indexed_context_ms_*`` for the calls

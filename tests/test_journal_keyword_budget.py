@@ -64,7 +64,10 @@ def _open(backend: str, tmp_path: Path, request: pytest.FixtureRequest, keyring:
         return SqliteJournal(tmp_path / "journal.sqlite3", keyring=keyring)
     from langmem_tiers.journal.postgres import PostgresJournal
 
-    return PostgresJournal(request.getfixturevalue("pg_url"), schema=f"kwb_{uuid.uuid4().hex[:16]}", keyring=keyring)
+    # The statement's planning is what these tests check: no scope's postings held in the process (and no
+    # background count of a scope over the budget, test_journal_postgres_postings.py covers those).
+    return PostgresJournal(request.getfixturevalue("pg_url"), schema=f"kwb_{uuid.uuid4().hex[:16]}", keyring=keyring,
+                           keyword_postings_bytes=0)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

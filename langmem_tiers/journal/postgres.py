@@ -7,7 +7,8 @@ are serialized by a row lock on its ``state`` row (``SELECT ... FOR UPDATE``), s
 replicas can append to one session; ``read()`` is a ``REPEATABLE READ`` snapshot. The
 keyword index is a generated ``tsvector`` column (``english`` configuration) with a GIN
 index that takes each record at once (no pending list for every search to read, ``V14_SQL``);
-matches are ranked by bm25 (``BM25_SQL``), as SQLite's FTS5 ranks them.
+matches are ranked by bm25 (``BM25_SQL``), as SQLite's FTS5 ranks them; a large scope's, once
+its postings are read into the process (:mod:`.postgres_postings`), by the same formula there.
 
 psycopg 3 and psycopg_pool are imported when a journal is opened
 (``pip install 'langmem-tiers[postgres]'``).

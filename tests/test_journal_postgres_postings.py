@@ -220,3 +220,30 @@ def test_words_of_several_lexemes_and_encrypted_journals_keep_the_statement(jour
     found = journal.keyword_search("e-mail foo_bar", ns_ids, 5)
     assert [h.record_id for h in found] == [int(r[0]) for r in rows]
     assert journal._lexemes_of(["e-mail"]) is None
+
+
+def test_a_caller_s_listing_versions_bring_the_held_scope_up_to_them_and_older_ones_change_nothing(
+        journal: Any) -> None:
+    from langmem_tiers.journal.base import Scope
+
+    ns_ids = _fill(journal)
+    _build(journal, ns_ids)
+    listing = journal.scope_listing(Scope("user", Namespace("s0", "u")))
+    assert set(listing.ids) == set(ns_ids)
+    (added,) = journal.add_records(ns_ids[0], [NewRecord("turn", "a quokka at the zoo")])
+    reads: list[Any] = []
+    postings = journal.keyword_postings
+    real = postings._read_rows
+    postings._read_rows = lambda floors: reads.append(floors) or real(floors)
+    # Up to the listing's versions, read before the record was added: not there yet, and nothing read.
+    assert journal.keyword_search("quokka", ns_ids, 5, versions=listing.versions) == []
+    assert reads == []
+    # Read now: found.
+    assert [h.record_id for h in journal.keyword_search("quokka", ns_ids, 5)] == [added]
+    assert len(reads) == 1
+    # The older listing again (another request's, read before): the record stays, nothing read again.
+    assert [h.record_id for h in journal.keyword_search("quokka", ns_ids, 5, versions=listing.versions)] == [added]
+    assert len(reads) == 1
+    fresh = journal.scope_listing(Scope("user", Namespace("s0", "u")))
+    assert [h.record_id for h in journal.keyword_search("quokka", ns_ids, 5, versions=fresh.versions)] == [added]
+    assert len(reads) == 1

@@ -587,9 +587,14 @@ class Journal(Protocol):
         """
         ...
 
-    def keyword_search(self, query: str, ns_ids: Sequence[int], k: int,
-                       kinds: Sequence[str] | None = None) -> list[KeywordHit]:
-        """The ``k`` best keyword matches for any word of ``query`` among these namespaces' records, best first."""
+    def keyword_search(self, query: str, ns_ids: Sequence[int], k: int, kinds: Sequence[str] | None = None,
+                       versions: Mapping[int, Versions] | None = None) -> list[KeywordHit]:
+        """The ``k`` best keyword matches for any word of ``query`` among these namespaces' records, best first.
+
+        ``versions``: the namespaces' versions as the caller's listing read them in this request
+        (``ScopeListing.versions``); an index this process holds for the scope is brought up to them
+        instead of reading them again (PostgreSQL's held postings). Hits are ids: records are read from
+        the journal, so one deleted since the listing read is never returned by a caller that loads them."""
         ...
 
     def add_records(self, ns_id: int, records: Sequence[NewRecord]) -> list[int]:

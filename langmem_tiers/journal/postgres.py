@@ -25,7 +25,7 @@ import uuid
 import weakref
 import zlib
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
@@ -36,6 +36,7 @@ from langmem_tiers.journal.base import (
     KeywordHit,
     Namespace,
     OutboxItem,
+    Versions,
     check_claim,
     parse_schema_version,
     search_terms,
@@ -612,8 +613,8 @@ class PostgresJournal(SqlJournal):
 
     # --- keyword index and outbox claims ----------------------------------------
 
-    def keyword_search(self, query: str, ns_ids: Sequence[int], k: int,
-                       kinds: Sequence[str] | None = None) -> list[KeywordHit]:
+    def keyword_search(self, query: str, ns_ids: Sequence[int], k: int, kinds: Sequence[str] | None = None,
+                       versions: Mapping[int, Versions] | None = None) -> list[KeywordHit]:
         """bm25-ranked records of these namespaces matching any word of ``query`` (see ``BM25_SQL``).
 
         The GIN index finds the records matching any word; each word is then weighed by how
@@ -632,7 +633,7 @@ class PostgresJournal(SqlJournal):
         terms = self._query_terms(query, ns_ids)
         if not terms:
             return []
-        held = self._held_search(terms, ns_ids, kinds, k)
+        held = self._held_search(terms, ns_ids, kinds, k, versions)
         if held is not None:
             return [KeywordHit(rid, i + 1, score) for i, (rid, score) in enumerate(held)]
         budget = self.keyword_budget
@@ -647,7 +648,7 @@ class PostgresJournal(SqlJournal):
         return [KeywordHit(int(r[0]), i + 1, float(r[1])) for i, r in enumerate(rows)]
 
     def _held_search(self, terms: Sequence[tuple[str, str]], ns_ids: Sequence[int], kinds: Sequence[str] | None,
-                     k: int) -> list[tuple[int, float]] | None:
+                     k: int, versions: Mapping[int, Versions] | None = None) -> list[tuple[int, float]] | None:
         """The search ranked from the scope's postings held here (:mod:`.postgres_postings`): every match, as
         ``BM25_SQL`` ranks them without a budget; ``None`` when they are not held, the journal is encrypted,
         or a word is several lexemes to PostgreSQL."""
@@ -658,7 +659,7 @@ class PostgresJournal(SqlJournal):
             return None
         if not any(lexemes):
             return []  # stop words only: the statement matches nothing either
-        return self.keyword_postings.rank(ns_ids, [x for x in lexemes if x], kinds, k)
+        return self.keyword_postings.rank(ns_ids, [x for x in lexemes if x], kinds, k, versions)
 
     def _lexemes_of(self, words: Sequence[str]) -> list[str] | None:
         """Each word's lexeme under the 'english' configuration (``""``: a stop word), remembered; ``None``

@@ -29,9 +29,10 @@ from __future__ import annotations
 import logging
 import re
 import threading
+import time
 from array import array
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,7 +77,8 @@ def lexeme_of(tsquery_text: str) -> str | None:
 @dataclass
 class Postings:
     """One scope's rows and postings (pure: no I/O). Rows are appended; postings are packed by lexeme
-    (``offsets`` into ``rows`` and ``tf``) plus the lists of rows appended since (``fresh``)."""
+    (``offsets`` into ``rows`` and ``tf``) plus the lists of rows appended since (``fresh``), which
+    :meth:`pack` merges (a build appends everything, then packs once)."""
 
     ids: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
@@ -125,8 +127,6 @@ class Postings:
         self.kind = np.concatenate([self.kind, np.asarray(kinds, np.int16)])
         self.live = np.concatenate([self.live, np.ones(len(ids), bool)])
         self.fresh_rows += len(ids)
-        if self.fresh_rows >= MERGE_FROM:
-            self.pack()
 
     def drop(self, namespaces: Iterable[int]) -> None:
         """Remove every row of these namespaces, and their words from memory."""
@@ -140,6 +140,8 @@ class Postings:
         postings, and the lexemes only they held)."""
         lexemes = list(self.vocab) + [x for x in self.fresh if x not in self.vocab]
         index = {x: i for i, x in enumerate(lexemes)}
+        # Packed alone, or fresh alone (a build), the postings below are already in lexeme order.
+        merge = bool(self.vocab) and bool(self.fresh)
         term = np.repeat(np.arange(len(self.vocab), dtype=np.int32), np.diff(self.offsets))
         parts_t, parts_r, parts_f = [term], [self.rows], [self.tf]
         for x, (fresh_rows, fresh_tf) in self.fresh.items():
@@ -154,8 +156,9 @@ class Postings:
             rows = (np.cumsum(keep_rows) - 1)[rows].astype(np.int32)
             self.ids, self.ns, self.dl, self.kind = (a[keep_rows] for a in (self.ids, self.ns, self.dl, self.kind))
             self.live = np.ones(len(self.ids), bool)
-        order = np.argsort(term, kind="stable")
-        term, rows, tf = term[order], rows[order], tf[order]
+        if merge:
+            order = np.argsort(term, kind="stable")
+            term, rows, tf = term[order], rows[order], tf[order]
         counts = np.bincount(term, minlength=len(lexemes))
         held = np.flatnonzero(counts)
         self.vocab = {lexemes[t]: i for i, t in enumerate(held.tolist())}
@@ -207,6 +210,9 @@ class Postings:
             idf = np.log(1.0 + (n - df + 0.5) / (df + 0.5))
             score[rows] += idf * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * self.dl[rows] / avgdl))
         found = np.flatnonzero(hit)
+        if len(found) > k:  # the k-th best score and every tie of it, then ordered: not a sort of every match
+            scores = score[found]
+            found = found[scores >= np.partition(scores, len(found) - k)[len(found) - k]]
         order = np.lexsort((-self.ids[found], -score[found]))[:k]
         best = found[order]
         return list(zip(self.ids[best].tolist(), score[best].tolist(), strict=True))
@@ -216,6 +222,7 @@ class Postings:
 class _Entry:
     postings: Postings
     versions: dict[int, tuple[int, int, int]]  # per namespace, as of the rows read
+    applied: object = None  # the last versions mapping applied (a caller's listing's: the same object while unchanged)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -248,6 +255,7 @@ class ScopePostings:
         self._too_large: set[frozenset[int]] = set()
         self._closed = False
         self._thread: threading.Thread | None = None
+        self._last_build_ms = 0  # the last finished build's wall time (stats())
 
     def held(self) -> int:
         """Scopes whose postings are held."""
@@ -260,7 +268,8 @@ class ScopePostings:
             entries = [e.postings for e in self._entries.values()]
             return {"entries": len(entries), "records": sum(p.size for p in entries),
                     "postings": sum(len(p.rows) for p in entries), "bytes": sum(p.nbytes() for p in entries),
-                    "max_bytes": self.max_bytes, "building": int(self._building is not None)}
+                    "max_bytes": self.max_bytes, "building": int(self._building is not None),
+                    "last_build_ms": self._last_build_ms}
 
     def wait_build(self, timeout_s: float | None = None) -> bool:
         """Wait for a background build to end (benchmarks and tests); ``False`` on timeout."""
@@ -271,17 +280,19 @@ class ScopePostings:
             return not thread.is_alive()
         return True
 
-    def rank(self, ns_ids: Sequence[int], lexemes: Sequence[str], kinds: Sequence[str] | None,
-             k: int) -> list[tuple[int, float]] | None:
-        """The scope's best matches, ranked here after applying what changed; ``None`` when its postings
-        are not held (the statement answers)."""
+    def rank(self, ns_ids: Sequence[int], lexemes: Sequence[str], kinds: Sequence[str] | None, k: int,
+             versions: Mapping[int, tuple[int, int, int]] | None = None) -> list[tuple[int, float]] | None:
+        """The scope's best matches, ranked here after applying what changed up to ``versions`` (the caller's
+        listing's, when they cover the scope; else read now); ``None`` when its postings are not held (the
+        statement answers)."""
         key = frozenset(ns_ids)
         with self._lock:
             entry = self._entries.get(key) or self._adopt(key)
             if entry is None:
                 return None
             self._entries.move_to_end(key)
-        versions = self._read_versions(list(key))
+        if versions is None or not key <= versions.keys():
+            versions = self._read_versions(list(key))
         with entry.lock:
             try:
                 self._refresh(entry, key, versions)
@@ -336,30 +347,42 @@ class ScopePostings:
         self._entries[key] = entry
         return entry
 
-    def _refresh(self, entry: _Entry, key: frozenset[int], versions: Versions) -> None:
-        """Apply what changed in the scope since the entry's rows were read (entry's lock held)."""
+    def _refresh(self, entry: _Entry, key: frozenset[int], versions: Mapping[int, tuple[int, int, int]]) -> None:
+        """Apply what changed in the scope since the entry's rows were read (entry's lock held). A namespace's
+        counters never go back while it exists, so versions older than the entry's (a listing read before
+        another thread's search) change nothing; a namespace absent from them no longer exists."""
         held = entry.versions
+        if versions is entry.applied or versions == held:
+            return  # a listing read unchanged since (listings are never modified), or nothing changed
         gone = [n for n in held if n not in versions or n not in key]
         reread: list[tuple[int, int, int]] = []
+        newer = dict(held)
         for n in key:
             now = versions.get(n)
             if now is None:
                 continue
             before = held.get(n)
-            if before is None or before[1:] != now[1:]:
-                reread.append((n, 0, now[0]))
+            if before is None or now[1] > before[1] or now[2] > before[2]:
+                reread.append((n, 0, now[0]))  # new to the entry, or records deleted or edited: read again whole
                 gone.append(n)
             elif now[0] > before[0]:
                 reread.append((n, before[0], now[0]))
+            else:
+                continue
+            newer[n] = now
         if not gone and not reread:
             return
         if gone:
             entry.postings.drop(gone)
         rows = self._read_rows(reread) if reread else []
         entry.postings.append(rows)
-        entry.versions = {n: versions[n] for n in key if n in versions}
+        if entry.postings.fresh_rows >= MERGE_FROM:
+            entry.postings.pack()  # a merge (argsort of the postings): once per MERGE_FROM rows appended
+        entry.versions = {n: v for n, v in newer.items() if n in key and n in versions}
+        entry.applied = versions
 
     def _build(self, key: frozenset[int]) -> None:
+        started = time.perf_counter()
         try:
             # Counted up to the most records the bound could hold (a record costs at least a row and a posting).
             records = self._count(sorted(key), max(self.size_from, self.max_bytes // (BYTES_PER_ROW
@@ -386,6 +409,7 @@ class ScopePostings:
                         > self.max_bytes:
                     self._entries.popitem(last=False)
                 self._entries[key] = _Entry(postings, versions)
+                self._last_build_ms = round((time.perf_counter() - started) * 1000)
         except Exception as e:  # the statement keeps answering; a later search asks again
             log.warning("could not read the keyword postings of a scope of %d sessions: %s", len(key), e)
         finally:

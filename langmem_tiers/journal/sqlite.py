@@ -20,7 +20,7 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,7 @@ from langmem_tiers.journal.base import (
     KeywordHit,
     Namespace,
     OutboxItem,
+    Versions,
     check_claim,
     parse_schema_version,
     search_terms,
@@ -814,8 +815,8 @@ class SqliteJournal(SqlJournal):
 
     # --- keyword index and outbox claims ----------------------------------------
 
-    def keyword_search(self, query: str, ns_ids: Sequence[int], k: int,
-                       kinds: Sequence[str] | None = None) -> list[KeywordHit]:
+    def keyword_search(self, query: str, ns_ids: Sequence[int], k: int, kinds: Sequence[str] | None = None,
+                       versions: Mapping[int, Versions] | None = None) -> list[KeywordHit]:
         """bm25-ranked records of these namespaces matching any word of ``query``.
 
         The namespace filter is a join on the records table (FTS5 also narrows by scope

@@ -18,7 +18,7 @@ from langmem_tiers.memory_types import expiry, fields, skills
 from langmem_tiers.memory_types.working import WorkingLine, current_items, working_lines
 from langmem_tiers.recall.engine import Ranked, SearchFilters
 from langmem_tiers.recall.hits import RecallHit
-from langmem_tiers.recall.request import RequestMemo
+from langmem_tiers.recall.request import RequestMemo, scope_listing
 from langmem_tiers.semantic.profile import PROFILE_KINDS, ProfileLine, profile_lines, wants_history
 from langmem_tiers.text import query_words
 from langmem_tiers.tokens import TokenCounter, message_framing
@@ -115,8 +115,10 @@ def typed_records(m: TieredMemory, query: str | None, memo: RequestMemo | None =
     if profile_kinds:
         ns_ids = reads.user_ns_ids(m, memo, profile_kinds)
         question = query if query and query_words(query) else None
-        matches = [h.record_id for h in m.journal.keyword_search(question, ns_ids, PROFILE_MATCHES, profile_kinds)
-                   ] if question else []
+        # The listing user_ns_ids read (the memo holds it): a held index needs no read of its own.
+        versions = scope_listing(m.journal, Scope("user", m.namespace), memo).versions if memo is not None else None
+        matches = [h.record_id for h in m.journal.keyword_search(question, ns_ids, PROFILE_MATCHES, profile_kinds,
+                                                                 versions)] if question else []
         # The keyed ones are read only where the listing says a keyed record is (ScopeListing.keyed): a user
         # of 10,000 sessions that each hold an unkeyed fact cost 10,000 probes of records_key before.
         profile = m.journal.scoped_records(reads.user_ns_ids(m, memo, profile_kinds, keyed_only=True),

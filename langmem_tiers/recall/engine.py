@@ -350,7 +350,7 @@ class RecallIndex:
         want = max(self.candidates, self.options.depth * k) + len(skip)
         kinds = list(filters.kinds) if filters.kinds else None
         loaded: dict[str, Record] = {}  # records read while searching, not read again by _load
-        keyword = yield Blocking(lambda: self.journal.keyword_search(query, ns_ids, want, kinds))
+        keyword = yield Blocking(lambda: self.journal.keyword_search(query, ns_ids, want, kinds, listing.versions))
         keyword_ids = [str(h.record_id) for h in keyword]
         vector_ids: list[str] = []
         query_vector: Any = None
@@ -401,7 +401,7 @@ class RecallIndex:
         extra: list[tuple[list[str], float]] = []
         if opts.salient_weight > 0 and analysis.salient:
             salient = yield Blocking(lambda: self.journal.keyword_search(" ".join(analysis.salient), ns_ids, want,
-                                                                          kinds))
+                                                                          kinds, listing.versions))
             extra.append(([str(h.record_id) for h in salient], opts.salient_weight))
         by_id = yield from self._load(list(dict.fromkeys([*vector_ids, *keyword_ids, *(c for ids, _ in extra
                                                                                       for c in ids)])),
@@ -412,7 +412,8 @@ class RecallIndex:
             more_terms = feedback_terms(query, top)
             if more_terms:
                 second = f"{query} {' '.join(more_terms)}"
-                feedback = yield Blocking(lambda: self.journal.keyword_search(second, ns_ids, want, kinds))
+                feedback = yield Blocking(lambda: self.journal.keyword_search(second, ns_ids, want, kinds,
+                                                                               listing.versions))
                 extra.append(([str(h.record_id) for h in feedback], opts.feedback_weight))
                 fresh_ids = [c for c in extra[-1][0] if c not in by_id]
                 if fresh_ids:
@@ -432,7 +433,8 @@ class RecallIndex:
             # Two-stage: the sessions of the best candidates, searched again more deeply.
             best = _best_sessions(fused, by_id, opts.session_top)
             chosen_ids = sorted(n for ns in best if (n := listing.ids_by_name.get(ns)) is not None)
-            stage_kw = yield Blocking(lambda: self.journal.keyword_search(query, chosen_ids, want, kinds))
+            stage_kw = yield Blocking(lambda: self.journal.keyword_search(query, chosen_ids, want, kinds,
+                                                                           listing.versions))
             extra.append(([str(h.record_id) for h in stage_kw], opts.session_weight))
             if query_vector is not None and self._scope_vectors is not None and not kinds:
                 stage_cache = self._scope_vectors

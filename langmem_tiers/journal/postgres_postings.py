@@ -9,16 +9,19 @@ packed here; from then on its searches are ranked here with the statement's form
 match, :data:`~langmem_tiers.journal.keyword_budget.KEYWORD_BUDGET` or not: a numpy pass over the query's
 postings costs less than the budget's planning did), and the statement answers meanwhile.
 
-Kept in step as :mod:`langmem_tiers.recall.scope_vectors` is: every search reads the scope's versions
-(``scope_versions``: largest record id, records deleted, texts edited, per namespace) and applies what
-changed before it ranks. Records above an entry's last id are read; a namespace whose deleted or edited
-count moved, or that is new to the entry, is read again whole and its old rows dropped; a namespace that
-no longer exists (an erased session) is dropped. Dropped rows leave the arrays at once (the postings are
-packed again without them, and lexemes no record holds leave the vocabulary), so an erased record's words
-are neither served nor held. A scope that grew by a session takes over the entry of the scope it grew from.
-A process's own erasures clear every entry (``PostgresJournal._forget_held``); another process's erasure of
-a session is seen by the next search of each scope holding it (the namespace is gone), and an entry whose
-scope is never searched again goes when the byte bound needs room, or when a build finds a vanished session.
+Kept in step as :mod:`langmem_tiers.recall.scope_vectors` is: every search brings the entry up to the
+scope's versions (``scope_versions``: largest record id, records deleted, texts edited, per namespace; the
+caller's listing's when it passes them, else read) before it ranks. Records above an entry's last id are
+read; a namespace whose deleted or edited count moved, or that is new to the entry, is read again whole and
+its old rows dropped; a namespace that no longer exists (an erased session) is dropped. Dropped rows leave
+the arrays at once (the postings are packed again without them, and lexemes no record holds leave the
+vocabulary), so an erased record's words are neither served nor held past that search. A scope that grew by
+a few sessions takes over the entry of the scope it grew from. A process's own session erasures clear every
+entry (``PostgresJournal._forget_held``; a build under way then is not installed); another process's is
+seen by the next search of each scope holding the session, and an entry whose scope is never searched
+again goes when the byte bound needs room, or when a build of an overlapping scope finds the session gone.
+Hits are record ids: callers read the records from the journal, so a record deleted since the versions
+used is never returned with its text.
 
 Encrypted journals keep the statement (their records hold blind tokens and plaintext words under two
 configurations); so do queries whose words PostgreSQL parses into several lexemes (``e-mail``, ``foo_bar``).
@@ -256,6 +259,7 @@ class ScopePostings:
         self._closed = False
         self._thread: threading.Thread | None = None
         self._last_build_ms = 0  # the last finished build's wall time (stats())
+        self._cleared = 0  # clear() calls: a build that began before one is not installed
 
     def held(self) -> int:
         """Scopes whose postings are held."""
@@ -328,6 +332,7 @@ class ScopePostings:
             self._entries.clear()
             self._too_large.clear()
             self._small.clear()
+            self._cleared += 1
 
     def close(self, timeout_s: float = 30.0) -> None:
         with self._lock:
@@ -383,6 +388,8 @@ class ScopePostings:
 
     def _build(self, key: frozenset[int]) -> None:
         started = time.perf_counter()
+        with self._lock:
+            cleared = self._cleared
         try:
             # Counted up to the most records the bound could hold (a record costs at least a row and a posting).
             records = self._count(sorted(key), max(self.size_from, self.max_bytes // (BYTES_PER_ROW
@@ -396,8 +403,8 @@ class ScopePostings:
             self._drop_stale(key)
             read = self._read(key, records)
             with self._lock:
-                if self._closed:
-                    return
+                if self._closed or self._cleared != cleared:
+                    return  # closed, or this process erased something while the build read (it may hold it)
                 if read is None:
                     self._too_large.add(key)
                     log.info("keyword postings of a scope of %d records exceed the bound (%d bytes): statement kept",

@@ -247,3 +247,31 @@ def test_a_caller_s_listing_versions_bring_the_held_scope_up_to_them_and_older_o
     fresh = journal.scope_listing(Scope("user", Namespace("s0", "u")))
     assert [h.record_id for h in journal.keyword_search("quokka", ns_ids, 5, versions=fresh.versions)] == [added]
     assert len(reads) == 1
+
+
+def test_a_build_under_way_when_this_process_erases_is_not_installed() -> None:
+    import threading
+
+    from langmem_tiers.journal.postgres_postings import ScopePostings
+
+    release = threading.Event()
+    versions = {1: (5, 0, 0)}
+
+    def read_scope(ns_ids: Any) -> Iterator[Any]:
+        yield versions
+        release.wait(10)
+        yield [(5, 1, "turn", 2, ["erased", "word"], [1, 1])]
+
+    def scoped(clear_midway: bool) -> ScopePostings:
+        postings = ScopePostings(lambda ns: versions, lambda floors: [], read_scope, lambda ns, cap: 30,
+                                 size_from=20)
+        release.clear()
+        postings.want([1])
+        if clear_midway:
+            postings.clear()  # what PostgresJournal._forget_held does on an erasure
+        release.set()
+        assert postings.wait_build(10)
+        return postings
+
+    assert scoped(clear_midway=False).rank([1], ["word"], None, 5) == [(5, pytest.approx(0.2876820724517809))]
+    assert scoped(clear_midway=True).held() == 0

@@ -90,6 +90,8 @@ def test_search_ranks_superseded_below_current_and_labels_them(tmp_path: Path) -
         assert [h.record_id for h in hits] == [new, old]  # Porto matches better, but it is the past
         assert "valid_to" in hits[1].metadata
         assert "valid_to" not in hits[0].metadata
+        assert hits[1].valid_to == hits[1].metadata["valid_to"]
+        assert hits[0].valid_to is None
 
 
 async def test_async_remember_and_facts(tmp_path: Path) -> None:

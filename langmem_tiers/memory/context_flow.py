@@ -77,7 +77,7 @@ def context_flow(m: TieredMemory, query: str | None, budget: int | None) -> Flow
                                                    SearchFilters(exclude_message_ids=exclude, now=now), memo=memo)
             hits = [h for h in recall.select(ranked, k) if not h.pinned]
     if hits:
-        hits = yield Blocking(lambda: reads.label_past(m, hits))
+        hits = reads.label_past(hits)
         hits = recall_beside_profile(m, hits, profile, query, ranked)
     if m.config.skills_k and query:
         hits = skills.lead_with_skills(hits, typed, query, m.config.skills_k)

@@ -117,9 +117,7 @@ def search_flow(m: TieredMemory, query: str, k: int, scope: str, kinds: Sequence
                             now=m.clock())
     hits: list[RecallHit] = yield from recall.search_flow(query, k, Scope(scope, m.namespace), filters,
                                                           expand=expand)
-    if hits:
-        hits = yield Blocking(lambda: label_past(m, hits))
-    return hits
+    return label_past(hits)
 
 
 def facts_flow(m: TieredMemory, include_superseded: bool, kinds: Sequence[str] | None,
@@ -160,11 +158,11 @@ def own_record_flow(m: TieredMemory, record_id: int) -> Flow[Record | None]:
                  and r.kind != fields.WORKING_KIND), None)
 
 
-def label_past(m: TieredMemory, hits: Sequence[RecallHit]) -> list[RecallHit]:
+def label_past(hits: Sequence[RecallHit]) -> list[RecallHit]:
     """Superseded memories ranked below the current ones (order otherwise kept), their
-    ``metadata["valid_to"]`` set so they are labelled as past wherever they are shown."""
-    ids = [h.record_id for h in hits if h.kind != "turn"]
-    past = {r.id: r.valid_to for r in m.journal.records(ids) if r.valid_to is not None} if ids else {}
+    ``metadata["valid_to"]`` set so they are labelled as past wherever they are shown. From the hits'
+    ``valid_to`` as the search read the records (reading them again cost the servers a round trip a search)."""
+    past = {h.record_id: h.valid_to for h in hits if h.valid_to is not None}
     if not past:
         return list(hits)
     labelled = [replace(h, metadata={**h.metadata, "valid_to": past[h.record_id]})

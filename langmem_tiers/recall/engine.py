@@ -671,7 +671,7 @@ def _hit(r: Record, score: float, parts: Mapping[str, Any]) -> RecallHit:
         record_id=r.id, kind=r.kind, text=r.text, score=score,
         parts={k: (float(v) if v is not None else None) for k, v in parts.items()},
         namespace=r.namespace, message_ids=r.message_ids, created_at=r.created_at,
-        importance=r.importance, pinned=r.pinned, tags=r.tags, metadata=r.metadata,
+        importance=r.importance, pinned=r.pinned, tags=r.tags, metadata=r.metadata, valid_to=r.valid_to,
     )
 
 

@@ -16,6 +16,7 @@ class RecallHit:
     ``message_ids`` are the journal messages it came from (empty for an explicit
     memory); ``parts`` holds the keyword and vector ranks, the fused score and
     the recency and importance factors (a rank is ``None`` when that side did not find it).
+    ``valid_to``: when a superseded memory stopped being current (``None``: current), as the search read it.
     """
 
     record_id: int
@@ -30,3 +31,4 @@ class RecallHit:
     pinned: bool = False
     tags: tuple[str, ...] = ()
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    valid_to: float | None = None

@@ -323,7 +323,9 @@ class ScopePostings:
                     return
                 del self._small[key]
             self._building = key
-            self._thread = threading.Thread(target=self._build, args=(key,), name="langmem-postings", daemon=True)
+            # The erasures so far, counted when the build is decided: one from now on voids it.
+            self._thread = threading.Thread(target=self._build, args=(key, self._cleared), name="langmem-postings",
+                                            daemon=True)
             self._thread.start()
 
     def clear(self) -> None:
@@ -386,10 +388,8 @@ class ScopePostings:
         entry.versions = {n: v for n, v in newer.items() if n in key and n in versions}
         entry.applied = versions
 
-    def _build(self, key: frozenset[int]) -> None:
+    def _build(self, key: frozenset[int], cleared: int) -> None:
         started = time.perf_counter()
-        with self._lock:
-            cleared = self._cleared
         try:
             # Counted up to the most records the bound could hold (a record costs at least a row and a posting).
             records = self._count(sorted(key), max(self.size_from, self.max_bytes // (BYTES_PER_ROW

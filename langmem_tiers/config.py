@@ -124,6 +124,11 @@ class MemoryConfig:
             first. A scope that alone would exceed it is answered by the vector store's filtered query instead.
             The default (640) holds one million 384-d vectors as int8 HNSW (about 0.6 KB each), so a
             user with a million stored messages is searched in memory; lower it on a small machine.
+        keyword_cache_mb: PostgreSQL only: the byte bound, in MiB, of this process's held keyword postings
+            (a scope of more than 20k records that a search found over the keyword budget is ranked in the
+            process, not by the server's statement; see :mod:`langmem_tiers.journal.postgres_postings`), all
+            scopes together, least recently used out first. ``0`` keeps every search on the statement. SQLite
+            ignores it (its FTS5 index is searched in the process anyway).
         embedded_vectors: where an embedded folder keeps its vectors: ``"chroma"`` (embedded Chroma,
             which holds its whole float32 index of the folder in this process, about 2 KB a vector)
             or ``"sqlite"`` (one SQLite file on disk, searched through the in-process indexes that
@@ -179,13 +184,15 @@ class MemoryConfig:
     recall_keyword_weight: float = FusionParams.keyword_weight
     recall_vector_weight: float = FusionParams.vector_weight
     vector_cache_mb: int = 640
+    keyword_cache_mb: int = 256
     embedded_vectors: EmbeddedVectors | None = None
 
     def __post_init__(self) -> None:
         for name in ("context_tokens", "window_tokens", "summary_tokens", "summary_input_tokens",
                      "max_message_chars", "index_batch_size", "vector_cache_mb"):
             _positive(name, getattr(self, name))
-        for name in ("recall_tokens", "recall_k", "profile_tokens", "working_tokens", "skills_k", "summary_history"):
+        for name in ("recall_tokens", "recall_k", "profile_tokens", "working_tokens", "skills_k", "summary_history",
+                     "keyword_cache_mb"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ConfigError(f"{name} ({value!r}) must be an integer >= 0")

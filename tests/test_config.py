@@ -21,6 +21,7 @@ INVALID: list[tuple[str, dict[str, Any], tuple[str, ...]]] = [
     ("zero-batch", {"index_batch_size": 0}, ("index_batch_size", "(0)", "positive")),
     ("negative-recall", {"recall_tokens": -1}, ("recall_tokens", "(-1)", ">= 0")),
     ("float-recall-k", {"recall_k": 2.5}, ("recall_k", "2.5", ">= 0")),
+    ("negative-keyword-cache", {"keyword_cache_mb": -1}, ("keyword_cache_mb", "(-1)", ">= 0")),
     ("ratio-one", {"window_low_ratio": 1.0}, ("window_low_ratio", "1.0", "between 0 and 1")),
     ("ratio-zero", {"window_low_ratio": 0.0}, ("window_low_ratio", "0.0", "between 0 and 1")),
     ("ratio-nan", {"window_low_ratio": float("nan")}, ("window_low_ratio", "nan", "between 0 and 1")),

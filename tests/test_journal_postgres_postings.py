@@ -275,3 +275,15 @@ def test_a_build_under_way_when_this_process_erases_is_not_installed() -> None:
 
     assert scoped(clear_midway=False).rank([1], ["word"], None, 5) == [(5, pytest.approx(0.2876820724517809))]
     assert scoped(clear_midway=True).held() == 0
+
+
+def test_memory_config_bounds_the_held_postings_of_a_postgres_journal(pg_url: str) -> None:
+    from langmem_tiers import MemoryConfig, TieredMemory
+
+    for config, expected in ((MemoryConfig(), 256 * 2**20), (MemoryConfig(keyword_cache_mb=3), 3 * 2**20),
+                             (MemoryConfig(keyword_cache_mb=0), 0)):
+        memory = TieredMemory.open(pg_url, session_id="s", user_id="u", config=config, embedder=False)
+        try:
+            assert memory.journal.keyword_postings.max_bytes == expected  # type: ignore[attr-defined]
+        finally:
+            memory.close()

@@ -47,7 +47,7 @@ class Backends:
 def open_backends(path: str | Path, *, config: MemoryConfig, embedder: Embedder | bool | None, chroma: Any,
                   keyring: KeyRing | str | Path | bool | None) -> Backends:
     """Open the journal at ``path`` and the recall beside it; the journal is closed again on failure."""
-    journal, folder = open_journal(path, keyring)
+    journal, folder = open_journal(path, keyring, keyword_cache_bytes=config.keyword_cache_mb * 2**20)
     try:
         read_only = None
         if folder is not None and chroma is None and getattr(journal, "read_only", False) and embedder is not False:
@@ -71,16 +71,20 @@ def open_backends(path: str | Path, *, config: MemoryConfig, embedder: Embedder 
         raise
 
 
-def open_journal(path: str | Path, keyring: KeyRing | str | Path | bool | None = None) -> tuple[Journal, Path | None]:
+def open_journal(path: str | Path, keyring: KeyRing | str | Path | bool | None = None, *,
+                 keyword_cache_bytes: int | None = None) -> tuple[Journal, Path | None]:
     """The PostgreSQL journal for a ``postgresql://`` URL, else the SQLite journal in the folder ``path``
-    (returned too: the embedded vector store and ``keyring=True`` keys live beside it)."""
+    (returned too: the embedded vector store and ``keyring=True`` keys live beside it).
+    ``keyword_cache_bytes``: PostgreSQL's bound on held keyword postings (``None``: its default)."""
     text = str(path)
     postgres = text.startswith(("postgresql://", "postgres://"))
     ring = open_keyring(keyring, None if postgres else Path(path))
     if postgres:
         from langmem_tiers.journal.postgres import PostgresJournal
 
-        return PostgresJournal(text, keyring=ring), None
+        if keyword_cache_bytes is None:
+            return PostgresJournal(text, keyring=ring), None
+        return PostgresJournal(text, keyring=ring, keyword_postings_bytes=keyword_cache_bytes), None
     from langmem_tiers.journal.sqlite import SqliteJournal
 
     folder = Path(path)

@@ -189,9 +189,11 @@ def test_an_erased_session_leaves_the_held_scope(journal: Any, pg_url: str) -> N
     assert _held(journal, "xylophone", ns_ids) == []
     assert ns_ids[2] not in set(entry.postings.ns.tolist())
     assert "xylophon" not in entry.postings.vocab
-    # This handle's own erasure forgets every held scope at once.
+    # This handle's own erasure forgets every held scope at once, and the query words it looked up.
+    assert "xylophone" in journal._lexemes
     journal.delete_namespaces([ns_ids[1]])
     assert journal.keyword_postings.held() == 0
+    assert not journal._lexemes
 
 
 def test_a_scope_grown_by_a_session_takes_over_the_held_postings(journal: Any) -> None:

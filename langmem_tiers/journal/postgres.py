@@ -798,6 +798,8 @@ class PostgresJournal(SqlJournal):
         # lexemes until the next ANALYZE (compact() runs one).
         self._stats.clear()
         self.keyword_postings.clear()
+        with self._lock:
+            self._lexemes.clear()  # query words: an erased user's messages were queries too
 
     def close(self) -> None:
         postings = getattr(self, "keyword_postings", None)

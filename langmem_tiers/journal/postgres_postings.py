@@ -94,6 +94,7 @@ class Postings:
     tf: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
     fresh: dict[str, tuple[array[int], array[float]]] = field(default_factory=dict)
     fresh_rows: int = 0
+    fresh_postings: int = 0  # counted as appended: nbytes() is asked after every chunk of a build
     kinds: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -101,8 +102,7 @@ class Postings:
         return len(self.ids)
 
     def nbytes(self) -> int:
-        fresh = sum(len(r) for r, _ in self.fresh.values())
-        return (BYTES_PER_ROW * len(self.ids) + BYTES_PER_POSTING * (len(self.rows) + fresh)
+        return (BYTES_PER_ROW * len(self.ids) + BYTES_PER_POSTING * (len(self.rows) + self.fresh_postings)
                 + BYTES_PER_LEXEME * (len(self.vocab) + len(self.fresh)))
 
     def append(self, records: Iterable[tuple[int, int, str, int, Sequence[str], Sequence[int]]]) -> None:
@@ -121,6 +121,7 @@ class Postings:
                 rows, tf = self.fresh.get(lexeme) or self.fresh.setdefault(lexeme, (array("i"), array("f")))
                 rows.append(row)
                 tf.append(count)
+            self.fresh_postings += len(lexemes)
             row += 1
         if not ids:
             return
@@ -167,7 +168,7 @@ class Postings:
         self.vocab = {lexemes[t]: i for i, t in enumerate(held.tolist())}
         self.offsets = np.concatenate([[0], np.cumsum(counts[held])]).astype(np.int64)
         self.rows, self.tf = rows, tf
-        self.fresh, self.fresh_rows = {}, 0
+        self.fresh, self.fresh_rows, self.fresh_postings = {}, 0, 0
 
     def _postings(self, lexeme: str) -> tuple[np.ndarray, np.ndarray]:
         parts_r, parts_f = [], []

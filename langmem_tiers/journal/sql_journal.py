@@ -482,12 +482,16 @@ class SqlJournal:
                              f"WHERE r.ns = (SELECT ns FROM records WHERE id = ?) AND r.kind = ? AND r.id {op} ? "
                              f"ORDER BY r.id {order} LIMIT ?) AS w{len(walks)}")
                 args += [rid, side, rid, kind, rid, per_side]
+        # The records themselves in the same statement: a second read by id cost the servers a round trip
+        # of every search and context() (the neighbor turns, issue 15 session 63).
+        select = RECORD_SELECT.replace("SELECT ", "SELECT w.anchor, w.side, ", 1)
         with self._autocommit() as db:
-            found = db.all(" UNION ALL ".join(walks), args)
-        by_id = {r.id: r for r in self.records(sorted({int(f[2]) for f in found}))}
-        for anchor, side, rid in found:  # each walk's rows in its own order: nearest first
-            if int(rid) in by_id:
-                out[int(anchor)][int(side)].append(by_id[int(rid)])
+            rows = db.all(select.replace(" FROM records r ", f" FROM ({' UNION ALL '.join(walks)}) AS w "
+                                                            "JOIN records r ON r.id = w.rid ", 1), args)
+            records = row_records([row[2:] for row in rows], self._codec(db))
+        for (anchor, side, *_), r in sorted(zip(rows, records, strict=True),
+                                            key=lambda p: (p[0][1], -p[1].id if p[0][1] == 0 else p[1].id)):
+            out[int(anchor)][int(side)].append(r)  # each walk nearest first: down the ids before, up after
         return out
 
     def newest_citations(self, ns_id: int, limit: int) -> list[tuple[int, tuple[int, ...]]]:

@@ -251,32 +251,29 @@ def test_a_caller_s_listing_versions_bring_the_held_scope_up_to_them_and_older_o
     assert len(reads) == 1
 
 
-def test_a_build_under_way_when_this_process_erases_is_not_installed() -> None:
+def test_a_build_under_way_when_this_process_erases_is_not_installed(journal: Any) -> None:
     import threading
 
-    from langmem_tiers.journal.postgres_postings import ScopePostings
+    ns_ids = _fill(journal)
+    gone = journal.namespace_id(Namespace("gone", "another-user"))
+    journal.add_records(gone, [NewRecord("turn", "erased while the build read")])
+    postings = journal.keyword_postings
+    real, release = postings._read_scope, threading.Event()
 
-    release = threading.Event()
-    versions = {1: (5, 0, 0)}
-
-    def read_scope(ns_ids: Any) -> Iterator[Any]:
-        yield versions
+    def paused(scope: Any) -> Iterator[Any]:  # the journal's own read, held after its snapshot's versions
+        chunks = real(scope)
+        yield next(chunks)
         release.wait(10)
-        yield [(5, 1, "turn", 2, ["erased", "word"], [1, 1])]
+        yield from chunks
 
-    def scoped(clear_midway: bool) -> ScopePostings:
-        postings = ScopePostings(lambda ns: versions, lambda floors: [], read_scope, lambda ns, cap: 30,
-                                 size_from=20)
-        release.clear()
-        postings.want([1])
-        if clear_midway:
-            postings.clear()  # what PostgresJournal._forget_held does on an erasure
-        release.set()
-        assert postings.wait_build(10)
-        return postings
-
-    assert scoped(clear_midway=False).rank([1], ["word"], None, 5) == [(5, pytest.approx(0.2876820724517809))]
-    assert scoped(clear_midway=True).held() == 0
+    postings._read_scope = paused
+    journal.keyword_search("kayak report", ns_ids, 3)  # over the budget: the build is decided here
+    journal.delete_namespaces([gone])  # this process erases a session while the build reads
+    release.set()
+    assert postings.wait_build(30)
+    assert postings.held() == 0
+    postings._read_scope = real
+    _build(journal, ns_ids)  # asked again after the erasure: installed
 
 
 def test_memory_config_bounds_the_held_postings_of_a_postgres_journal(pg_url: str) -> None:
@@ -289,3 +286,12 @@ def test_memory_config_bounds_the_held_postings_of_a_postgres_journal(pg_url: st
             assert memory.journal.keyword_postings.max_bytes == expected  # type: ignore[attr-defined]
         finally:
             memory.close()
+
+
+def test_a_scope_not_held_keeps_the_statement_and_looks_up_no_lexemes(journal: Any) -> None:
+    ns_ids = _fill(journal)
+    _build(journal, ns_ids)
+    other = journal.namespace_id(Namespace("small", "another-user"))
+    (rid,) = journal.add_records(other, [NewRecord("turn", "a walrus on the beach")])
+    assert [h.record_id for h in journal.keyword_search("walrus", [other], 3)] == [rid]
+    assert "walrus" not in journal._lexemes  # no round trip for a scope whose postings are not held

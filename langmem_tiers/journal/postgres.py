@@ -44,9 +44,7 @@ from langmem_tiers.journal.base import (
 from langmem_tiers.journal.encryption import ALGORITHM, META_KEY, FieldCipher, cipher_for
 from langmem_tiers.journal.keyword_budget import TermCount, crowded_out, plan_terms, recency_windows
 from langmem_tiers.journal.postgres_postings import (
-    DEFAULT_MAX_BYTES as POSTINGS_MAX_BYTES,
-)
-from langmem_tiers.journal.postgres_postings import (
+    DEFAULT_MAX_BYTES,
     LEXEMES_KEPT,
     READ_CHUNK,
     ROWS_SQL,
@@ -469,7 +467,7 @@ class PostgresJournal(SqlJournal):
 
     def __init__(self, url: str, *, schema: str = DEFAULT_SCHEMA, min_size: int = 1, max_size: int = 8,
                  timeout_s: float = 30.0, keyring: KeyRing | None = None,
-                 keyword_postings_bytes: int = POSTINGS_MAX_BYTES) -> None:
+                 keyword_postings_bytes: int = DEFAULT_MAX_BYTES) -> None:
         if not _SCHEMA_NAME.fullmatch(schema):
             raise JournalError(
                 f"schema ({schema!r}) must be a lowercase identifier: letters, digits and _, up to 63 characters"
@@ -652,8 +650,8 @@ class PostgresJournal(SqlJournal):
         """The search ranked from the scope's postings held here (:mod:`.postgres_postings`): every match, as
         ``BM25_SQL`` ranks them without a budget; ``None`` when they are not held, the journal is encrypted,
         or a word is several lexemes to PostgreSQL."""
-        if self._cipher is not None or not self.keyword_postings.held():
-            return None
+        if self._cipher is not None or not self.keyword_postings.holds(ns_ids):
+            return None  # asked first: the lexemes below may cost a round trip
         lexemes = self._lexemes_of([w for _, w in terms])
         if lexemes is None:
             return None

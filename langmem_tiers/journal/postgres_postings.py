@@ -41,6 +41,8 @@ from typing import Any
 
 import numpy as np
 
+from langmem_tiers.journal.base import Versions
+
 log = logging.getLogger(__name__)
 
 # A scope of more records than this is ranked here once its postings are read. Below it the statement is
@@ -222,15 +224,17 @@ class Postings:
         return list(zip(self.ids[best].tolist(), score[best].tolist(), strict=True))
 
 
+ScopeVersions = dict[int, Versions]  # per namespace id
+
+
 @dataclass
 class _Entry:
     postings: Postings
-    versions: dict[int, tuple[int, int, int]]  # per namespace, as of the rows read
+    versions: ScopeVersions  # as of the rows read
     applied: object = None  # the last versions mapping applied (a caller's listing's: the same object while unchanged)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-Versions = dict[int, tuple[int, int, int]]
 RowReader = Callable[[Sequence[tuple[int, int, int]]], list[Any]]
 # Reads a scope whole in one snapshot: yields its versions first, then chunks of rows.
 ScopeReader = Callable[[Sequence[int]], Iterator[Any]]
@@ -243,7 +247,7 @@ class ScopePostings:
     above, upto)`` triples; ``read_scope`` reads a scope whole in one snapshot, its versions first, on a
     background thread (:meth:`want`)."""
 
-    def __init__(self, read_versions: Callable[[Sequence[int]], Versions], read_rows: RowReader,
+    def __init__(self, read_versions: Callable[[Sequence[int]], ScopeVersions], read_rows: RowReader,
                  read_scope: ScopeReader, count: Callable[[Sequence[int], int], int], *,
                  max_bytes: int = DEFAULT_MAX_BYTES, size_from: int = POSTINGS_FROM) -> None:
         self._read_versions = read_versions
@@ -267,6 +271,12 @@ class ScopePostings:
         with self._lock:
             return len(self._entries)
 
+    def holds(self, ns_ids: Sequence[int]) -> bool:
+        """Whether :meth:`rank` would answer for this scope (its entry, or one it grew from, is held)."""
+        key = frozenset(ns_ids)
+        with self._lock:
+            return key in self._entries or self._grown_from(key) is not None
+
     def stats(self) -> dict[str, int]:
         """Held scopes, their records and postings, estimated bytes and the bound (benchmarks, the inspector)."""
         with self._lock:
@@ -286,7 +296,7 @@ class ScopePostings:
         return True
 
     def rank(self, ns_ids: Sequence[int], lexemes: Sequence[str], kinds: Sequence[str] | None, k: int,
-             versions: Mapping[int, tuple[int, int, int]] | None = None) -> list[tuple[int, float]] | None:
+             versions: Mapping[int, Versions] | None = None) -> list[tuple[int, float]] | None:
         """The scope's best matches, ranked here after applying what changed up to ``versions`` (the caller's
         listing's, when they cover the scope; else read now); ``None`` when its postings are not held (the
         statement answers)."""
@@ -345,17 +355,21 @@ class ScopePostings:
             thread.join(timeout_s)
         self.clear()
 
-    def _adopt(self, key: frozenset[int]) -> _Entry | None:
-        """The entry of the largest held scope this one grew from by a few sessions, taken over (lock held)."""
+    def _grown_from(self, key: frozenset[int]) -> frozenset[int] | None:
+        """The largest held scope this one grew from by at most ``MAX_NEW_SESSIONS`` sessions (lock held)."""
         grown = [s for s in self._entries if s < key and len(key - s) <= MAX_NEW_SESSIONS]
-        if not grown:
+        return max(grown, key=len) if grown else None
+
+    def _adopt(self, key: frozenset[int]) -> _Entry | None:
+        """The entry of the scope this one grew from (:meth:`_grown_from`), taken over (lock held)."""
+        source = self._grown_from(key)
+        if source is None:
             return None
-        source = max(grown, key=len)
         entry = self._entries.pop(source)
         self._entries[key] = entry
         return entry
 
-    def _refresh(self, entry: _Entry, key: frozenset[int], versions: Mapping[int, tuple[int, int, int]]) -> None:
+    def _refresh(self, entry: _Entry, key: frozenset[int], versions: Mapping[int, Versions]) -> None:
         """Apply what changed in the scope since the entry's rows were read (entry's lock held). A namespace's
         counters never go back while it exists, so versions older than the entry's (a listing read before
         another thread's search) change nothing; a namespace absent from them no longer exists."""
@@ -424,12 +438,12 @@ class ScopePostings:
             with self._lock:
                 self._building = None
 
-    def _read(self, key: frozenset[int], records: int) -> tuple[Postings, Versions] | None:
+    def _read(self, key: frozenset[int], records: int) -> tuple[Postings, ScopeVersions] | None:
         """The scope's postings and the versions they are as of; ``None`` when they would not fit the bound
         (stopped as soon as the bytes so far, scaled to the scope's ``records``, would not) or on close."""
         chunks = self._read_scope(sorted(key))
         try:
-            versions: Versions = next(chunks)
+            versions: ScopeVersions = next(chunks)
             postings = Postings()
             for chunk in chunks:
                 postings.append(chunk)

@@ -21,10 +21,10 @@ from langmem_tiers.messages import Message, ToolCall
 MSG_COLS = "id, role, content, name, tool_calls, tool_call_id, metadata, created_at, tokens, tokens_key, key, ns"
 # Positions in MSG_COLS that callers read besides the message itself.
 MSG_TOKENS, MSG_TOKENS_KEY, MSG_KEY = 8, 9, 10
-RECORD_SELECT = (
-    "SELECT r.id, n.session_id, n.user_id, n.agent_id, r.kind, r.text, r.message_ids, r.importance, "
-    "r.pinned, r.tags, r.metadata, r.created_at, r.key, r.valid_to FROM records r JOIN namespaces n ON n.ns = r.ns"
-)
+# A record's columns (records ``r`` joined with namespaces ``n``), in the order row_records reads them.
+RECORD_COLS = ("r.id, n.session_id, n.user_id, n.agent_id, r.kind, r.text, r.message_ids, r.importance, "
+               "r.pinned, r.tags, r.metadata, r.created_at, r.key, r.valid_to")
+RECORD_SELECT = f"SELECT {RECORD_COLS} FROM records r JOIN namespaces n ON n.ns = r.ns"
 STATE_COLS = ("window_start, summary, summary_tokens, summary_cursor, summary_version, failures, last_error, "
               "retry_at, version")
 

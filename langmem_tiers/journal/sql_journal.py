@@ -39,7 +39,7 @@ from langmem_tiers.journal.base import (
 )
 from langmem_tiers.journal.encryption import RECORD_METADATA, RECORD_TEXT, FieldCipher, RowCodec, shred_orphans
 from langmem_tiers.journal.keyword_budget import KEYWORD_BUDGET
-from langmem_tiers.journal.rows import MSG_COLS, RECORD_SELECT, id_tuple, row_message, row_records, to_json
+from langmem_tiers.journal.rows import MSG_COLS, RECORD_COLS, RECORD_SELECT, id_tuple, row_message, row_records, to_json
 from langmem_tiers.messages import Message
 
 log = logging.getLogger(__name__)
@@ -484,10 +484,9 @@ class SqlJournal:
                 args += [rid, side, rid, kind, rid, per_side]
         # The records themselves in the same statement: a second read by id cost the servers a round trip
         # of every search and context() (the neighbor turns, issue 15 session 63).
-        select = RECORD_SELECT.replace("SELECT ", "SELECT w.anchor, w.side, ", 1)
         with self._autocommit() as db:
-            rows = db.all(select.replace(" FROM records r ", f" FROM ({' UNION ALL '.join(walks)}) AS w "
-                                                            "JOIN records r ON r.id = w.rid ", 1), args)
+            rows = db.all(f"SELECT w.anchor, w.side, {RECORD_COLS} FROM ({' UNION ALL '.join(walks)}) AS w "
+                          "JOIN records r ON r.id = w.rid JOIN namespaces n ON n.ns = r.ns", args)
             records = row_records([row[2:] for row in rows], self._codec(db))
         for (anchor, side, *_), r in sorted(zip(rows, records, strict=True),
                                             key=lambda p: (p[0][1], -p[1].id if p[0][1] == 0 else p[1].id)):

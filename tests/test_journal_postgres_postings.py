@@ -9,6 +9,7 @@ over it and asks for its postings).
 from __future__ import annotations
 
 import math
+import random
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -16,7 +17,7 @@ from typing import Any
 import pytest
 
 from langmem_tiers.journal.base import Namespace, NewRecord
-from langmem_tiers.journal.postgres_postings import Postings, lexeme_of
+from langmem_tiers.journal.postgres_postings import MERGE_FROM, Postings, lexeme_of
 from tests.support.postgres import postgres_url
 from tests.test_journal_contract import RANKING_CASES, RANKING_CORPUS
 
@@ -77,6 +78,34 @@ def test_postings_rank_as_bm25_written_out_and_forget_dropped_rows() -> None:
     assert not p.fresh
     kept = {d: docs[d] for d in (10, 12, 14)}
     assert _same(p.rank(["report", "kayak"], None, 5), _bm25_reference(kept, dl, ["report", "kayak"], 5))
+
+
+def test_postings_grown_a_few_rows_at_a_time_rank_as_written_out_and_pack_when_due() -> None:
+    # Columns grow in place into spare room (appended()); packs, drops and more appends in between must
+    # leave every row where rank() reads it, and a pack leaves no spare room for nbytes() to miss.
+    rng = random.Random(5)
+    words = [f"w{i}" for i in range(40)]
+    docs = {d: {w: rng.randint(1, 3) for w in rng.sample(words, rng.randint(1, 6))} for d in range(1, 3001)}
+    dl = {d: sum(tf.values()) for d, tf in docs.items()}
+    p = Postings()
+    ids = sorted(docs)
+    for at in range(0, len(ids), 7):
+        p.append([(d, d // 100, "turn", dl[d], list(docs[d]), list(docs[d].values())) for d in ids[at:at + 7]])
+        if at == 1400:
+            p.pack()
+            assert all(a.base is None for a in (p.ids, p.ns, p.dl, p.kind, p.live))
+        if at == 2100:
+            p.drop([3])  # ids 300-399
+    kept = {d: tf for d, tf in docs.items() if d // 100 != 3}
+    for query in (["w1"], ["w2", "w7", "w39"], ["w5", "nothing"]):
+        assert _same(p.rank(query, None, 10), _bm25_reference(kept, dl, query, 10))
+    assert sorted(p.ids.tolist()) == sorted(kept)
+    p.pack_if_due()  # the rows appended since the drop's pack (ids 2108-3000): under MERGE_FROM, still apart
+    assert p.fresh_rows == 3000 - 2107
+    p.append([(d, d // 100, "turn", 1, ["w1"], [1]) for d in range(5001, 5001 + MERGE_FROM)])
+    p.pack_if_due()
+    assert p.fresh_rows == 0
+    assert not p.fresh
 
 
 def test_a_query_word_is_one_lexeme_a_stop_word_or_several() -> None:

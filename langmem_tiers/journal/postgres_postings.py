@@ -54,7 +54,11 @@ BYTES_PER_POSTING = 8  # row index (int32) and term frequency (float32)
 BYTES_PER_ROW = 27  # id, namespace (int64), length (float64), kind code (int16), live (bool)
 BYTES_PER_LEXEME = 120  # the vocabulary's dict entry and string, and the packed offset
 READ_CHUNK = 2_000  # rows fetched at a time from a build's server-side cursor
-MERGE_FROM = 4_096  # appended rows held apart before they are packed with the rest
+# Appended rows are held apart until they are this many, and an eighth of the rest, then packed with it (an
+# argsort of every posting: 0.3 s at 1M records, benchmarks/keyword_postings.py, paid by one search): so a
+# large scope pays it every ~125k rows appended, not every 4,096.
+MERGE_FROM = 4_096
+MERGE_SHARE = 8
 LEXEMES_KEPT = 65_536  # query words whose lexeme this process remembers
 MAX_NEW_SESSIONS = 64  # a scope that grew by at most this many sessions takes over the entry it grew from
 RECHECK_AFTER = 256  # a scope found small is counted again after this many more searches found it over the budget
@@ -77,6 +81,23 @@ def lexeme_of(tsquery_text: str) -> str | None:
         return ""
     m = _ONE_LEXEME.fullmatch(tsquery_text)
     return m.group(1).replace("''", "'") if m else None
+
+
+def appended(column: np.ndarray, values: Sequence[Any]) -> np.ndarray:
+    """``column`` followed by ``values``. A column this made is a view of a buffer with room to spare, which
+    the next call fills in place; a full one is copied into a buffer twice its size. So a build's chunks and
+    a search's few new rows cost what they add, not a copy of every row (a 1M-record build appends 500
+    chunks)."""
+    n, m = len(column), len(values)
+    buffer = column.base
+    if (isinstance(buffer, np.ndarray) and buffer.dtype == column.dtype and buffer.ndim == 1
+            and len(buffer) >= n + m and buffer.ctypes.data == column.ctypes.data):
+        out = buffer[:n + m]
+    else:
+        out = np.empty(max(n + m, 2 * n, 1024), column.dtype)[:n + m]
+        out[:n] = column
+    out[n:] = values
+    return out
 
 
 @dataclass
@@ -127,11 +148,11 @@ class Postings:
             row += 1
         if not ids:
             return
-        self.ids = np.concatenate([self.ids, np.asarray(ids, np.int64)])
-        self.ns = np.concatenate([self.ns, np.asarray(nss, np.int64)])
-        self.dl = np.concatenate([self.dl, np.asarray(dls, np.float64)])
-        self.kind = np.concatenate([self.kind, np.asarray(kinds, np.int16)])
-        self.live = np.concatenate([self.live, np.ones(len(ids), bool)])
+        self.ids = appended(self.ids, ids)
+        self.ns = appended(self.ns, nss)
+        self.dl = appended(self.dl, dls)
+        self.kind = appended(self.kind, kinds)
+        self.live = appended(self.live, [True] * len(ids))
         self.fresh_rows += len(ids)
 
     def drop(self, namespaces: Iterable[int]) -> None:
@@ -162,6 +183,9 @@ class Postings:
             rows = (np.cumsum(keep_rows) - 1)[rows].astype(np.int32)
             self.ids, self.ns, self.dl, self.kind = (a[keep_rows] for a in (self.ids, self.ns, self.dl, self.kind))
             self.live = np.ones(len(self.ids), bool)
+        else:  # the columns' spare room (appended()) goes, so nbytes() counts what is held
+            self.ids, self.ns, self.dl, self.kind, self.live = (
+                a.copy() if a.base is not None else a for a in (self.ids, self.ns, self.dl, self.kind, self.live))
         if merge:
             order = np.argsort(term, kind="stable")
             term, rows, tf = term[order], rows[order], tf[order]
@@ -171,6 +195,12 @@ class Postings:
         self.offsets = np.concatenate([[0], np.cumsum(counts[held])]).astype(np.int64)
         self.rows, self.tf = rows, tf
         self.fresh, self.fresh_rows, self.fresh_postings = {}, 0, 0
+
+    def pack_if_due(self) -> None:
+        """Pack when the rows appended since the last pack are ``MERGE_FROM`` and ``1 / MERGE_SHARE`` of the
+        rest (a merge's cost grows with every posting: paid at a share of the rows, it stays a cost per row)."""
+        if self.fresh_rows >= max(MERGE_FROM, (self.size - self.fresh_rows) // MERGE_SHARE):
+            self.pack()
 
     def _postings(self, lexeme: str) -> tuple[np.ndarray, np.ndarray]:
         parts_r, parts_f = [], []
@@ -398,8 +428,7 @@ class ScopePostings:
             entry.postings.drop(gone)
         rows = self._read_rows(reread) if reread else []
         entry.postings.append(rows)
-        if entry.postings.fresh_rows >= MERGE_FROM:
-            entry.postings.pack()  # a merge (argsort of the postings): once per MERGE_FROM rows appended
+        entry.postings.pack_if_due()
         entry.versions = {n: v for n, v in newer.items() if n in key and n in versions}
         entry.applied = versions
 

@@ -19,11 +19,18 @@ so the row says which questions a budget bounds: ``terms_matches`` is the sum of
 (a budget at or above it ranks the question exactly as without one). The rounds run in the order
 given, once the scope's HNSW graph is installed (a first query starts its build; ``graph_wait_s``), so the
 first budget's context() times include the process warming (list the default first).
+
+``--postgres``: the journal is a throwaway PostgreSQL server (the vectors stay in the embedded Chroma, as
+the default's), opened with no held keyword postings, so each budget round is the bm25 statement's. A last
+round, ``held``, then reads the scopes' postings into the process (``journal.postgres_postings``: what a
+scope past 20,000 records gets, ranking every match) and asks again: it must score as the ``none`` round
+does, question by question (``held_moved_against_none``). Term counts are PostgreSQL's (``plainto_tsquery``).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
@@ -40,6 +47,7 @@ from langmem_tiers.eval.ours import OursRetriever, ours_config
 from langmem_tiers.eval.retrievers import make_embedder
 from langmem_tiers.eval.runner import _aggregate, metric_names, parse_indices, select
 from langmem_tiers.journal.base import search_terms
+from langmem_tiers.journal.postgres_postings import DEFAULT_MAX_BYTES
 from langmem_tiers.journal.sqlite import SqliteJournal
 
 KS = (5, 10)
@@ -58,8 +66,45 @@ def parse_budgets(text: str) -> list[int | None]:
 def term_matches(journal: Any, question: str, records: int) -> dict[str, int]:
     """Each of the question's search terms: its matches in the journal's index of every record (the journal's
     own count, capped above the ``records`` it holds: every match)."""
-    return {term: SqliteJournal._count_matches(journal._sql, term, records + 1).matches
-            for term in search_terms(question)}
+    if isinstance(journal, SqliteJournal):
+        return {term: SqliteJournal._count_matches(journal._sql, term, records + 1).matches
+                for term in search_terms(question)}
+    with journal._autocommit() as db:
+        return {term: int(db.one("SELECT count(*) FROM records WHERE tsv @@ plainto_tsquery('english', ?)",
+                                 [term])[0]) for term in search_terms(question)}
+
+
+def count_records(journal: Any) -> int:
+    if isinstance(journal, SqliteJournal):
+        return int(journal._sql.one("SELECT count(*) FROM records")[0])
+    with journal._autocommit() as db:
+        return int(db.one("SELECT count(*) FROM records")[0])
+
+
+def hold_postings(retriever: Any, question: str) -> dict[str, int]:
+    """Turn a PostgreSQL journal's held postings on and read them for every scope the questions search
+    (recall's and the profile's may list different sessions: each is built after a search finds it large),
+    asking ``question`` until no build is left to start."""
+    journal = retriever.memory.journal
+    journal.keyword_postings.max_bytes = DEFAULT_MAX_BYTES
+    journal.keyword_postings.size_from = 0  # any scope a search finds over the budget, --haystacks of a few too
+    for _ in range(8):
+        before = journal.keyword_postings.stats()["entries"]
+        retriever.context(question)
+        journal.keyword_postings.wait_build()
+        if journal.keyword_postings.stats()["entries"] == before:
+            break
+    return journal.keyword_postings.stats()
+
+
+def ask_round(retriever: Any, merged: Any, asked: Sequence[Any], index: Any) -> tuple[dict[str, Any], list[float]]:
+    """Every question asked once: its scores and context() times."""
+    per_question, ms = {}, []
+    for q in asked:
+        scores, took = ask(retriever, "longmemeval", merged, q, KS, index)
+        per_question[q.qid] = {name: round(v, 4) for name, v in sorted(scores.items())}
+        ms.append(took)
+    return per_question, ms
 
 
 def moved(questions: dict[str, dict[str, float]], unbounded: dict[str, dict[str, float]]) -> list[str]:
@@ -69,10 +114,12 @@ def moved(questions: dict[str, dict[str, float]], unbounded: dict[str, dict[str,
     return sorted(qid for qid, s in questions.items() if recall(s) != recall(unbounded[qid]))
 
 
-def run(data: Path, budgets: Sequence[int | None], indices: Sequence[int] | None) -> dict[str, Any]:
+def run(data: Path, budgets: Sequence[int | None], indices: Sequence[int] | None,
+        journal_url: str | None = None) -> dict[str, Any]:
     haystacks = load_longmemeval(data)
     merged = merge_haystacks(select(haystacks, indices))
-    retriever = OursRetriever(make_embedder(), ours_config())
+    config = ours_config(keyword_cache_mb=0) if journal_url else ours_config()
+    retriever = OursRetriever(make_embedder(), config, journal_url=journal_url)
     try:
         skipped = retriever.ingest(merged.sessions)
         asked = [q for q in merged.questions if q.excluded is None]
@@ -84,7 +131,7 @@ def run(data: Path, budgets: Sequence[int | None], indices: Sequence[int] | None
         retriever.memory.recall._scope_vectors.wait_builds()
         graph_s = time.perf_counter() - start
         journal = retriever.memory.journal
-        records = int(journal._sql.one("SELECT count(*) FROM records")[0])
+        records = count_records(journal)
         index = TextIndex(merged.messages)
         counts = {q.qid: term_matches(journal, q.text, records) for q in asked}
         default = journal.keyword_budget
@@ -93,11 +140,7 @@ def run(data: Path, budgets: Sequence[int | None], indices: Sequence[int] | None
         try:
             for budget in budgets:
                 journal.keyword_budget = budget
-                per_question, ms = {}, []
-                for q in asked:
-                    scores, took = ask(retriever, "longmemeval", merged, q, KS, index)
-                    per_question[q.qid] = {name: round(v, 4) for name, v in sorted(scores.items())}
-                    ms.append(took)
+                per_question, ms = ask_round(retriever, merged, asked, index)
                 rounds[str(budget).lower()] = {
                     "budget": budget, "overall": _aggregate(list(per_question.values()), names),
                     "context_p50_ms": round(percentile(ms, 50), 2),
@@ -105,6 +148,13 @@ def run(data: Path, budgets: Sequence[int | None], indices: Sequence[int] | None
                                              if budget is not None and sum(c.values()) > budget),
                     "questions": per_question,
                 }
+            if journal_url:  # every match ranked in the process: must score as the "none" round
+                journal.keyword_budget = default
+                held = hold_postings(retriever, asked[0].text)
+                per_question, ms = ask_round(retriever, merged, asked, index)
+                rounds["held"] = {"budget": None, "keyword_postings": held, "bounded_questions": 0,
+                                  "overall": _aggregate(list(per_question.values()), names),
+                                  "context_p50_ms": round(percentile(ms, 50), 2), "questions": per_question}
         finally:
             journal.keyword_budget = default
     finally:
@@ -113,7 +163,8 @@ def run(data: Path, budgets: Sequence[int | None], indices: Sequence[int] | None
     for row in rounds.values():  # which questions a budget moved, against every match ranked
         if unbounded is not None:
             row["moved"] = moved(row["questions"], unbounded["questions"])
-    return {"data": data.name, "haystacks": None if indices is None else list(indices),
+    return {"data": data.name, "journal": "postgresql" if journal_url else "sqlite",
+            "haystacks": None if indices is None else list(indices),
             "sessions": len(merged.sessions), "messages": merged.n_messages, "records": records,
             "skipped": skipped, "questions": len(asked), "graph_wait_s": round(graph_s, 1),
             "terms_matches": {qid: sum(c.values()) for qid, c in counts.items()},
@@ -129,12 +180,20 @@ def main() -> None:
     parser.add_argument("--haystacks", type=parse_indices, default=None, metavar="I,J,...",
                         help="merge only these haystacks (default: every one in the file)")
     parser.add_argument("--json", type=Path, default=None, dest="json_out")
+    parser.add_argument("--postgres", action="store_true",
+                        help="the journal on a throwaway PostgreSQL server, with a last 'held' round")
     args = parser.parse_args()
-    result = run(args.data, args.budgets, args.haystacks)
+    with contextlib.ExitStack() as stack:
+        url = None
+        if args.postgres:
+            from tests.support.postgres import postgres_server
+
+            url = stack.enter_context(postgres_server())
+        result = run(args.data, args.budgets, args.haystacks, url)
     result["command"] = " ".join(["benchmarks/keyword_budget_recall.py", *sys.argv[1:]])
     for name, row in result["rounds"].items():
         print(json.dumps({"budget": name, **{k: row["overall"].get(k) for k in HEADLINE},
-                          "context_p50_ms": row["context_p50_ms"], "bounded": row["bounded_questions"],
+                          "context_p50_ms": row["context_p50_ms"], "bounded": row.get("bounded_questions"),
                           "moved": len(row.get("moved", []))}), flush=True)
     if args.json_out is not None:
         args.json_out.parent.mkdir(parents=True, exist_ok=True)

@@ -354,6 +354,28 @@ def test_layouts_ingest_as_applications_do(cross_file: Path, local_embedder: Any
         single.close()
 
 
+def test_ours_on_a_postgres_journal_recalls_across_sessions(cross_file: Path, local_embedder: Any) -> None:
+    """journal_url: the journal on PostgreSQL (the vectors in the temporary folder's Chroma), the same
+    questions answered from it."""
+    from langmem_tiers.eval.datasets import load_locomo
+    from langmem_tiers.journal.postgres import PostgresJournal
+    from tests.support.postgres import postgres_url
+
+    [hay] = load_locomo(cross_file)
+    with postgres_url() as url:
+        ours = OursRetriever(local_embedder, journal_url=url)
+        try:
+            assert ours.ingest(hay.sessions) == {}
+            assert isinstance(ours.memory.journal, PostgresJournal)
+            assert ("D1:1", "D1:2") in ours.query("Where does Zelda live?", 3)
+            delivered = ours.context("Where does Zelda live?")
+            assert "D1:1" in delivered.keys
+            assert FACT in delivered.text
+        finally:
+            ours.close()
+        assert ours.memory is None
+
+
 def test_context_recall_across_sessions(cross_file: Path, local_embedder: Any) -> None:
     """The fact of session 1 reaches context() of a fresh session of the same user."""
     result = main_eval("locomo", cross_file, [5], "ours", None, None, None, embedder=lambda: local_embedder)

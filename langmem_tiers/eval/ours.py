@@ -72,19 +72,24 @@ class OursRetriever:
     """``TieredMemory.add`` per message; ``search()`` ranks, ``context()`` delivers.
 
     Each fresh store lives in its own temporary folder. A unit is a recall hit; it covers
-    the journal messages in its ``message_ids``.
+    the journal messages in its ``message_ids``. ``journal_url`` (a ``postgresql://`` URL of an empty
+    database, the caller's to throw away) puts the journal there instead, the vectors staying in an
+    embedded Chroma of the temporary folder: the keyword side of the scale-out deployment, the same
+    vectors as the default's.
     """
 
     def __init__(self, embedder: Embedder, config: MemoryConfig | None = None,
-                 layout: Layout = "sessions") -> None:
+                 layout: Layout = "sessions", journal_url: str | None = None) -> None:
         if layout not in LAYOUTS:
             raise ConfigError(f"layout {layout!r} is unknown: choose one of {', '.join(LAYOUTS)}")
         self._embedder = embedder
         self.config = config or ours_config()
         self.layout: Layout = layout
+        self.journal_url = journal_url
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._mem: Any = None  # the memory questions are asked from (it opened the journal)
         self._keys: dict[int, str] = {}
+        self._store: Any = None  # with journal_url: the vector store this opened, closed with the memory
 
     @property
     def memory(self) -> Any:
@@ -101,8 +106,18 @@ class OursRetriever:
         self.close()
         self._tmp = tempfile.TemporaryDirectory(prefix="langmem-eval-")
         first = QUESTION_SESSION if self.layout == "sessions" else SINGLE_SESSION
-        self._mem = TieredMemory.open(Path(self._tmp.name), session_id=first, user_id=EVAL_USER,
-                                      config=self.config, embedder=self._embedder)
+        if self.journal_url is None:
+            self._mem = TieredMemory.open(Path(self._tmp.name), session_id=first, user_id=EVAL_USER,
+                                          config=self.config, embedder=self._embedder)
+        else:
+            from langmem_tiers.memory.opening import CHROMA_DIR, collection_name
+            from langmem_tiers.recall.vector_store import ChromaStore
+
+            # The store the default opens in its folder, handed over (open() keeps chroma= stores open).
+            self._store = ChromaStore.persistent(Path(self._tmp.name) / CHROMA_DIR,
+                                                 collection=collection_name(self._embedder))
+            self._mem = TieredMemory.open(self.journal_url, session_id=first, user_id=EVAL_USER,
+                                          config=self.config, embedder=self._embedder, chroma=self._store)
         self._apply_recall_options()
         self._keys = {}
         skipped: Counter[str] = Counter()
@@ -188,6 +203,9 @@ class OursRetriever:
         if self._mem is not None:
             self._mem.close()
             self._mem = None
+        if self._store is not None:
+            self._store.close()
+            self._store = None
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None

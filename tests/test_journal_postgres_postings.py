@@ -237,6 +237,47 @@ def test_a_scope_grown_by_a_session_takes_over_the_held_postings(journal: Any) -
     assert _same(held, _statement(journal, "kayak trip", grown, 20))
 
 
+def test_a_scope_inside_a_held_one_is_ranked_from_it_and_kept_fresh(journal: Any, pg_url: str) -> None:
+    # The profile searches the sessions holding memories, recall every session: one entry serves both.
+    from langmem_tiers.journal.postgres import PostgresJournal
+
+    ns_ids = _fill(journal, sessions=4)
+    _build(journal, ns_ids)
+    inner = ns_ids[1:3]
+    for _, query, _ in [*RANKING_CASES, ("", "kayak lake report wedding running", None)]:
+        for kinds in (None, ["fact"]):
+            assert _same(_held(journal, query, inner, 40, kinds), _statement(journal, query, inner, 40, kinds))
+    assert journal.keyword_postings.stats()["entries"] == 1
+    journal.keyword_search("kayak report", inner, 3)  # would have asked for a build of its own
+    assert journal.keyword_postings.stats()["building"] == 0
+    other = PostgresJournal(pg_url, schema=journal.schema)
+    try:
+        (inside,) = other.add_records(inner[0], [NewRecord("turn", "a zeppelin over the harbour")])
+        (outside,) = other.add_records(ns_ids[0], [NewRecord("turn", "a zeppelin over the lake")])
+        assert [i for i, _ in _held(journal, "zeppelin", inner)] == [inside]  # the scope's news only
+        (entry,) = journal.keyword_postings._entries.values()
+        assert ns_ids[0] in set(entry.postings.ns[entry.postings.live].tolist())  # the rest left as it was
+        assert outside not in set(entry.postings.ids.tolist())  # read by a search of its own scope
+        assert sorted(i for i, _ in _held(journal, "zeppelin", ns_ids)) == [inside, outside]  # no row twice
+        other.delete_namespaces([inner[1]])
+    finally:
+        other.close()
+    assert _same(_held(journal, "kayak report", inner, 40), _statement(journal, "kayak report", inner, 40))
+    assert inner[1] not in set(next(iter(journal.keyword_postings._entries.values())).postings.ns.tolist())
+
+
+def test_a_scope_held_after_one_inside_it_replaces_that_entry(journal: Any, monkeypatch: Any) -> None:
+    from langmem_tiers.journal import postgres_postings
+
+    monkeypatch.setattr(postgres_postings, "MAX_NEW_SESSIONS", 0)  # the larger scope is built, not taken over
+    ns_ids = _fill(journal, sessions=4)
+    _build(journal, ns_ids[:2])
+    journal.keyword_search("kayak report", ns_ids, 3)
+    assert journal.keyword_postings.wait_build(30)
+    assert list(journal.keyword_postings._entries) == [frozenset(ns_ids)]
+    assert _same(_held(journal, "kayak", ns_ids[:2], 40), _statement(journal, "kayak", ns_ids[:2], 40))
+
+
 def test_words_of_several_lexemes_and_encrypted_journals_keep_the_statement(journal: Any) -> None:
     ns_ids = _fill(journal)
     _build(journal, ns_ids)

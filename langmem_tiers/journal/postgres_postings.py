@@ -16,7 +16,10 @@ read; a namespace whose deleted or edited count moved, or that is new to the ent
 its old rows dropped; a namespace that no longer exists (an erased session) is dropped. Dropped rows leave
 the arrays at once (the postings are packed again without them, and lexemes no record holds leave the
 vocabulary), so an erased record's words are neither served nor held past that search. A scope that grew by
-a few sessions takes over the entry of the scope it grew from. A process's own session erasures clear every
+a few sessions takes over the entry of the scope it grew from; a scope inside a held one (the profile's
+search of the sessions holding memories, inside recall's of every session) is ranked from it, its matches
+alone (its namespaces brought up to date, the rest left as they are), and an entry built for a scope
+holding held ones replaces them: one user's sessions are held once. A process's own session erasures clear every
 entry (``PostgresJournal._forget_held``; a build under way then is not installed); another process's is
 seen by the next search of each scope holding the session, and an entry whose scope is never searched
 again goes when the byte bound needs room, or when a build of an overlapping scope finds the session gone.
@@ -217,21 +220,29 @@ class Postings:
             return np.zeros(0, np.int32), np.zeros(0, np.float32)
         return np.concatenate(parts_r), np.concatenate(parts_f)
 
-    def rank(self, lexemes: Sequence[str], kinds: Sequence[str] | None, k: int) -> list[tuple[int, float]]:
-        """The ``k`` best ``(record id, score)`` holding any of ``lexemes`` (of ``kinds``), by ``BM25_SQL``'s
-        bm25 over every match: each lexeme's document frequency and the length average among the matches,
-        ties by the larger id."""
+    def rank(self, lexemes: Sequence[str], kinds: Sequence[str] | None, k: int,
+             namespaces: Iterable[int] | None = None) -> list[tuple[int, float]]:
+        """The ``k`` best ``(record id, score)`` holding any of ``lexemes`` (of ``kinds``, and of
+        ``namespaces`` when given: a scope inside the one held), by ``BM25_SQL``'s bm25 over every match:
+        each lexeme's document frequency and the length average among the matches, ties by the larger id."""
         if k <= 0 or not len(self.ids):
             return []
         allowed = self.live
         if kinds is not None:
             codes = [self.kinds[x] for x in kinds if x in self.kinds]
             allowed = allowed & np.isin(self.kind, np.asarray(codes, np.int16))
+        inside = None  # with namespaces: a lookup by namespace id, tested on each term's postings only
+        if namespaces is not None:
+            wanted = np.fromiter(namespaces, np.int64)
+            inside = np.zeros(int(wanted.max(initial=0)) + 2, bool)  # the last slot: every id past the scope's
+            inside[wanted] = True
         per_term = []
         hit = np.zeros(len(self.ids), bool)
         for lexeme in dict.fromkeys(lexemes):
             rows, tf = self._postings(lexeme)
             keep = allowed[rows]
+            if inside is not None:
+                keep &= inside[np.minimum(self.ns[rows], len(inside) - 1)]
             rows, tf = rows[keep], tf[keep].astype(np.float64)
             if len(rows):
                 per_term.append((rows, tf))
@@ -302,10 +313,10 @@ class ScopePostings:
             return len(self._entries)
 
     def holds(self, ns_ids: Sequence[int]) -> bool:
-        """Whether :meth:`rank` would answer for this scope (its entry, or one it grew from, is held)."""
+        """Whether :meth:`rank` would answer for this scope (its entry, one it grew from, or one holding it)."""
         key = frozenset(ns_ids)
         with self._lock:
-            return key in self._entries or self._grown_from(key) is not None
+            return key in self._entries or self._grown_from(key) is not None or self._covering(key) is not None
 
     def stats(self) -> dict[str, int]:
         """Held scopes, their records and postings, estimated bytes and the bound (benchmarks, the inspector)."""
@@ -332,22 +343,23 @@ class ScopePostings:
         statement answers)."""
         key = frozenset(ns_ids)
         with self._lock:
-            entry = self._entries.get(key) or self._adopt(key)
-            if entry is None:
+            held = key if key in self._entries or self._adopt(key) is not None else self._covering(key)
+            if held is None:
                 return None
-            self._entries.move_to_end(key)
+            entry = self._entries[held]
+            self._entries.move_to_end(held)
         if versions is None or not key <= versions.keys():
             versions = self._read_versions(list(key))
         with entry.lock:
             try:
-                self._refresh(entry, key, versions)
+                self._refresh(entry, key, versions, whole=held == key)
             except BaseException:
                 # Rows may have been dropped and not read again: the entry no longer describes the scope.
                 with self._lock:
-                    if self._entries.get(key) is entry:
-                        del self._entries[key]
+                    if self._entries.get(held) is entry:
+                        del self._entries[held]
                 raise
-            return entry.postings.rank(lexemes, kinds, k)
+            return entry.postings.rank(lexemes, kinds, k, None if held == key else key)
 
     def want(self, ns_ids: Sequence[int]) -> None:
         """A search found this scope over the keyword budget: count it in the background and, past
@@ -355,7 +367,8 @@ class ScopePostings:
         tried again, one found small is counted again after ``RECHECK_AFTER`` more such searches)."""
         key = frozenset(ns_ids)
         with self._lock:
-            if (self._closed or key in self._entries or key in self._too_large or self._building is not None):
+            if (self._closed or key in self._entries or key in self._too_large or self._building is not None
+                    or self._covering(key) is not None):
                 return
             left = self._small.get(key)
             if left is not None:
@@ -385,6 +398,12 @@ class ScopePostings:
             thread.join(timeout_s)
         self.clear()
 
+    def _covering(self, key: frozenset[int]) -> frozenset[int] | None:
+        """The smallest held scope holding every session of this one (lock held): it ranks this scope's matches
+        alone (a user's profile searches the sessions holding memories, recall every session: one entry)."""
+        covering = [s for s in self._entries if key < s]
+        return min(covering, key=len) if covering else None
+
     def _grown_from(self, key: frozenset[int]) -> frozenset[int] | None:
         """The largest held scope this one grew from by at most ``MAX_NEW_SESSIONS`` sessions (lock held)."""
         grown = [s for s in self._entries if s < key and len(key - s) <= MAX_NEW_SESSIONS]
@@ -399,11 +418,13 @@ class ScopePostings:
         self._entries[key] = entry
         return entry
 
-    def _refresh(self, entry: _Entry, key: frozenset[int], versions: Mapping[int, Versions]) -> None:
+    def _refresh(self, entry: _Entry, key: frozenset[int], versions: Mapping[int, Versions],
+                 whole: bool = True) -> None:
         """Apply what changed in the scope since the entry's rows were read (entry's lock held). A namespace's
         counters never go back while it exists, so versions older than the entry's (a listing read before
-        another thread's search) change nothing; a namespace absent from them no longer exists."""
-        held = entry.versions
+        another thread's search) change nothing; a namespace absent from them no longer exists. Not
+        ``whole``: ``key`` is a scope inside the entry's, and only its namespaces are brought up to date."""
+        held = entry.versions if whole else {n: v for n, v in entry.versions.items() if n in key}
         if versions is entry.applied or versions == held:
             return  # a listing read unchanged since (listings are never modified), or nothing changed
         gone = [n for n in held if n not in versions or n not in key]
@@ -429,8 +450,11 @@ class ScopePostings:
         rows = self._read_rows(reread) if reread else []
         entry.postings.append(rows)
         entry.postings.pack_if_due()
-        entry.versions = {n: v for n, v in newer.items() if n in key and n in versions}
-        entry.applied = versions
+        now_held = {n: v for n, v in newer.items() if n in key and n in versions}
+        if whole:
+            entry.versions, entry.applied = now_held, versions
+        else:  # the rest of the entry's namespaces as they were
+            entry.versions = {**{n: v for n, v in entry.versions.items() if n not in key}, **now_held}
 
     def _build(self, key: frozenset[int], cleared: int) -> None:
         started = time.perf_counter()
@@ -456,6 +480,8 @@ class ScopePostings:
                     return
                 postings, versions = read
                 size = postings.nbytes()
+                for inner in [s for s in self._entries if s < key]:
+                    del self._entries[inner]  # this entry ranks their scopes from now on
                 while self._entries and size + sum(e.postings.nbytes() for e in self._entries.values()) \
                         > self.max_bytes:
                     self._entries.popitem(last=False)

@@ -24,7 +24,8 @@ first budget's context() times include the process warming (list the default fir
 the default's), opened with no held keyword postings, so each budget round is the bm25 statement's. A last
 round, ``held``, then reads the scopes' postings into the process (``journal.postgres_postings``: what a
 scope past 20,000 records gets, ranking every match) and asks again: it must score as the ``none`` round
-does, question by question (``held_moved_against_none``). Term counts are PostgreSQL's (``plainto_tsquery``).
+does, question by question (``held_moved_against_none``). Term counts are the journal's own, per lexeme
+(``postgres._count_matches``).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from langmem_tiers.eval.metrics import TextIndex, percentile
 from langmem_tiers.eval.ours import OursRetriever, ours_config
 from langmem_tiers.eval.retrievers import make_embedder
 from langmem_tiers.eval.runner import _aggregate, metric_names, parse_indices, select
+from langmem_tiers.journal import postgres
 from langmem_tiers.journal.base import search_terms
 from langmem_tiers.journal.postgres_postings import DEFAULT_MAX_BYTES
 from langmem_tiers.journal.sqlite import SqliteJournal
@@ -64,14 +66,15 @@ def parse_budgets(text: str) -> list[int | None]:
 
 
 def term_matches(journal: Any, question: str, records: int) -> dict[str, int]:
-    """Each of the question's search terms: its matches in the journal's index of every record (the journal's
-    own count, capped above the ``records`` it holds: every match)."""
+    """Each of the question's search terms (PostgreSQL: each distinct lexeme of them): its matches in the
+    journal's index of every record (the journal's own count, capped above the ``records`` it holds: every
+    match)."""
     if isinstance(journal, SqliteJournal):
         return {term: SqliteJournal._count_matches(journal._sql, term, records + 1).matches
                 for term in search_terms(question)}
-    with journal._autocommit() as db:
-        return {term: int(db.one("SELECT count(*) FROM records WHERE tsv @@ plainto_tsquery('english', ?)",
-                                 [term])[0]) for term in search_terms(question)}
+    with journal._autocommit() as db:  # per lexeme, as the journal's plan counts them (postgres._count_matches)
+        counts, _ = postgres._count_matches(db, journal._query_terms(question, []), records + 1)
+        return {c.term: c.matches for c in counts}
 
 
 def count_records(journal: Any) -> int:

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from langmem_tiers.journal.base import Namespace, NewRecord
-from langmem_tiers.journal.postgres_postings import MERGE_FROM, Postings, lexeme_of
+from langmem_tiers.journal.postgres_postings import BYTES_PER_LEXEME, MERGE_FROM, Postings, lexeme_of
 from tests.support.postgres import postgres_url
 from tests.test_journal_contract import RANKING_CASES, RANKING_CORPUS
 
@@ -108,6 +108,19 @@ def test_postings_grown_a_few_rows_at_a_time_rank_as_written_out_and_pack_when_d
     p.pack_if_due()
     assert p.fresh_rows == 0
     assert not p.fresh
+
+
+def test_postings_bytes_count_every_array_rank_keeps_as_its_rows_grow() -> None:
+    # The byte bound holds what nbytes() says: the columns, the postings and rank()'s scratch, which is
+    # kept between searches and regrown as a scope gains rows (a scratch that doubled held 24 bytes a row
+    # where 12 were counted). The vocabulary's dict is estimated per lexeme and left out here.
+    p = Postings()
+    for start in range(0, 20_000, 2_500):
+        p.append([(d, 1, "turn", 3, ["common", f"w{d % 50}"], [1, 1]) for d in range(start, start + 2_500)])
+        p.pack()
+        assert p.rank(["common", "w7"], None, 5)
+        held = sum(a.nbytes for a in (p.ids, p.ns, p.dl, p.kind, p.live, p.rows, p.tf, p._seen, p._acc))
+        assert p.nbytes() - BYTES_PER_LEXEME * len(p.vocab) >= held
 
 
 def test_a_query_word_is_one_lexeme_a_stop_word_or_several() -> None:

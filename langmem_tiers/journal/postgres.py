@@ -650,14 +650,14 @@ class PostgresJournal(SqlJournal):
         """The search ranked from the scope's postings held here (:mod:`.postgres_postings`): every match, as
         ``BM25_SQL`` ranks them without a budget; ``None`` when they are not held, the journal is encrypted,
         or a word is several lexemes to PostgreSQL."""
-        if self._cipher is not None or not self.keyword_postings.holds(ns_ids):
-            return None  # asked first: the lexemes below may cost a round trip
-        lexemes = self._lexemes_of([w for _, w in terms])
-        if lexemes is None:
+        if self._cipher is not None:
             return None
-        if not any(lexemes):
-            return []  # stop words only: the statement matches nothing either
-        return self.keyword_postings.rank(ns_ids, [x for x in lexemes if x], kinds, k, versions)
+
+        def lexemes_of() -> list[str] | None:  # asked only of a held scope: it may cost a round trip
+            lexemes = self._lexemes_of([w for _, w in terms])
+            return None if lexemes is None else [x for x in lexemes if x]  # stop words left out: they match nothing
+
+        return self.keyword_postings.rank(ns_ids, lexemes_of, kinds, k, versions)
 
     def _lexemes_of(self, words: Sequence[str]) -> list[str] | None:
         """Each word's lexeme under the 'english' configuration (``""``: a stop word), remembered; ``None``

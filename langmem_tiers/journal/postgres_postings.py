@@ -54,8 +54,11 @@ POSTINGS_FROM = 20_000
 # All entries together, in bytes (estimated as below); a scope that alone would exceed it keeps the statement.
 DEFAULT_MAX_BYTES = 256 * 2**20
 BYTES_PER_POSTING = 8  # row index (int32) and term frequency (float32)
-# id, namespace (int64), length (float64), kind code (int16), live (bool); rank()'s scratch (int32, float64)
-BYTES_PER_ROW = 39
+# id, namespace (int64), length (float64), kind code (int16), live (bool); and rank()'s scratch (int32, float64),
+# grown to the rows and 1 / SCRATCH_SLACK more (nbytes() counts the spare room as allocated)
+SCRATCH_PER_ROW = 12
+BYTES_PER_ROW = 27 + SCRATCH_PER_ROW
+SCRATCH_SLACK = 8  # so a search's few new rows do not regrow it
 BYTES_PER_LEXEME = 120  # the vocabulary's dict entry and string, and the packed offset
 READ_CHUNK = 2_000  # rows fetched at a time from a build's server-side cursor
 # Appended rows are held apart until they are this many, and an eighth of the rest, then packed with it (an
@@ -133,7 +136,8 @@ class Postings:
         return len(self.ids)
 
     def nbytes(self) -> int:
-        return (BYTES_PER_ROW * len(self.ids) + BYTES_PER_POSTING * (len(self.rows) + self.fresh_postings)
+        spare = max(self._seen.nbytes + self._acc.nbytes - SCRATCH_PER_ROW * len(self.ids), 0)
+        return (BYTES_PER_ROW * len(self.ids) + spare + BYTES_PER_POSTING * (len(self.rows) + self.fresh_postings)
                 + BYTES_PER_LEXEME * (len(self.vocab) + len(self.fresh)))
 
     def append(self, records: Iterable[tuple[int, int, str, int, Sequence[str], Sequence[int]]]) -> None:
@@ -290,7 +294,7 @@ class Postings:
     def _scratch(self) -> tuple[np.ndarray, np.ndarray]:
         """rank()'s scratch, at least a slot per row (no slot is read before a search writes it)."""
         if len(self._seen) < len(self.ids):
-            size = max(len(self.ids), 2 * len(self._seen))
+            size = len(self.ids) + len(self.ids) // SCRATCH_SLACK
             self._seen, self._acc = np.empty(size, np.int32), np.empty(size, np.float64)
         return self._seen, self._acc
 
@@ -342,12 +346,6 @@ class ScopePostings:
         with self._lock:
             return len(self._entries)
 
-    def holds(self, ns_ids: Sequence[int]) -> bool:
-        """Whether :meth:`rank` would answer for this scope (its entry, one it grew from, or one holding it)."""
-        key = frozenset(ns_ids)
-        with self._lock:
-            return key in self._entries or self._grown_from(key) is not None or self._covering(key) is not None
-
     def stats(self) -> dict[str, int]:
         """Held scopes, their records and postings, estimated bytes and the bound (benchmarks, the inspector)."""
         with self._lock:
@@ -366,11 +364,13 @@ class ScopePostings:
             return not thread.is_alive()
         return True
 
-    def rank(self, ns_ids: Sequence[int], lexemes: Sequence[str], kinds: Sequence[str] | None, k: int,
+    def rank(self, ns_ids: Sequence[int], lexemes_of: Callable[[], Sequence[str] | None],
+             kinds: Sequence[str] | None, k: int,
              versions: Mapping[int, Versions] | None = None) -> list[tuple[int, float]] | None:
         """The scope's best matches, ranked here after applying what changed up to ``versions`` (the caller's
-        listing's, when they cover the scope; else read now); ``None`` when its postings are not held (the
-        statement answers)."""
+        listing's, when they cover the scope; else read now); ``None`` when its postings are not held, or
+        ``lexemes_of`` gives ``None`` (the statement answers). ``lexemes_of`` is called only once the entry is
+        found (the query's lexemes may cost the caller a round trip)."""
         key = frozenset(ns_ids)
         with self._lock:
             held = key if key in self._entries or self._adopt(key) is not None else self._covering(key)
@@ -378,6 +378,9 @@ class ScopePostings:
                 return None
             entry = self._entries[held]
             self._entries.move_to_end(held)
+        lexemes = lexemes_of()
+        if lexemes is None:
+            return None
         if versions is None or not key <= versions.keys():
             versions = self._read_versions(list(key))
         with entry.lock:

@@ -15,8 +15,8 @@ words out: the commonest word then matches ~6% of rows), each counted once or tw
   the vocabulary (a few hundred matches each: questions of names and rarer words);
 * ``turn_ms``: p50 / p95 of what a conversation turn costs a held scope: two rows appended, then a rank
   (a pack is due after ``MERGE_FROM`` appended rows and an eighth of the rest: ``merge_ms``);
-* ``merge_ms``: one pack of ``MERGE_FROM`` appended rows into the size's postings (the argsort merge: its
-  cost is that of every posting, whatever the rows appended);
+* ``merge_ms``: one pack of ``MERGE_FROM`` appended rows into the size's postings (every posting
+  copied into its place: its cost is that of every posting, whatever the rows appended);
 * ``drop_ms``: dropping one namespace of 100 rows (an erasure: the postings packed again without it);
 * ``bytes``: ``nbytes()``'s estimate beside the arrays' real bytes.
 

@@ -61,9 +61,9 @@ BYTES_PER_ROW = 27 + SCRATCH_PER_ROW
 SCRATCH_SLACK = 8  # so a search's few new rows do not regrow it
 BYTES_PER_LEXEME = 120  # the vocabulary's dict entry and string, and the packed offset
 READ_CHUNK = 2_000  # rows fetched at a time from a build's server-side cursor
-# Appended rows are held apart until they are this many, and an eighth of the rest, then packed with it (an
-# argsort of every posting: 0.3 s at 1M records, benchmarks/keyword_postings.py, paid by one search): so a
-# large scope pays it every ~125k rows appended, not every 4,096.
+# Appended rows are held apart until they are this many, and an eighth of the rest, then packed with it (every
+# posting copied: 0.15-0.24 s at 1M records, benchmarks/keyword_postings.py, paid by one search): so a large
+# scope pays it every ~125k rows appended, not every 4,096.
 MERGE_FROM = 4_096
 MERGE_SHARE = 8
 LEXEMES_KEPT = 65_536  # query words whose lexeme this process remembers
@@ -179,29 +179,43 @@ class Postings:
         postings, and the lexemes only they held)."""
         lexemes = list(self.vocab) + [x for x in self.fresh if x not in self.vocab]
         index = {x: i for i, x in enumerate(lexemes)}
-        # Packed alone, or fresh alone (a build), the postings below are already in lexeme order.
-        merge = bool(self.vocab) and bool(self.fresh)
-        term = np.repeat(np.arange(len(self.vocab), dtype=np.int32), np.diff(self.offsets))
-        parts_t, parts_r, parts_f = [term], [self.rows], [self.tf]
-        for x, (fresh_rows, fresh_tf) in self.fresh.items():
-            parts_t.append(np.full(len(fresh_rows), index[x], np.int32))
-            parts_r.append(np.frombuffer(fresh_rows, np.int32))
-            parts_f.append(np.frombuffer(fresh_tf, np.float32))
-        term, rows, tf = np.concatenate(parts_t), np.concatenate(parts_r), np.concatenate(parts_f)
+        packed = np.zeros(len(lexemes), np.int64)  # per lexeme: its packed postings, then its fresh ones
+        packed[:len(self.vocab)] = np.diff(self.offsets)
+        fresh_terms = np.fromiter((index[x] for x in self.fresh), np.int64, len(self.fresh))
+        fresh_counts = np.fromiter((len(r) for r, _ in self.fresh.values()), np.int64, len(self.fresh))
+        counts = packed.copy()
+        counts[fresh_terms] += fresh_counts
+        fresh_rows = np.concatenate([np.frombuffer(r, np.int32) for r, _ in self.fresh.values()] or [self.rows[:0]])
+        fresh_tf = np.concatenate([np.frombuffer(f, np.float32) for _, f in self.fresh.values()] or [self.tf[:0]])
+        if self.vocab and self.fresh:
+            # Merged in lexeme order by placing the fresh postings after their lexeme's packed ones and the packed
+            # ones, in order, around them: both parts are already grouped by lexeme, so nothing is sorted (the
+            # argsort of every posting this replaces took 0.45-1.4 s at 1M rows in an A/B of 5 rounds, against
+            # 0.15-0.24 s; BENCHMARKS.md issue 15 session 65).
+            first_fresh = np.cumsum(fresh_counts) - fresh_counts  # each fresh list's first place among them
+            place = np.arange(len(fresh_rows)) + np.repeat(
+                np.cumsum(counts)[fresh_terms] - fresh_counts - first_fresh, fresh_counts)
+            is_packed = np.ones(len(self.rows) + len(fresh_rows), bool)
+            is_packed[place] = False
+            rows, tf = np.empty(len(is_packed), np.int32), np.empty(len(is_packed), np.float32)
+            rows[is_packed], tf[is_packed] = self.rows, self.tf
+            rows[place], tf[place] = fresh_rows, fresh_tf
+        elif self.fresh:  # a build: already in lexeme order
+            rows, tf = fresh_rows, fresh_tf
+        else:
+            rows, tf = self.rows, self.tf
         keep_rows = self.live
         if not keep_rows.all():
+            term = np.repeat(np.arange(len(lexemes), dtype=np.int32), counts)
             kept = keep_rows[rows]
             term, rows, tf = term[kept], rows[kept], tf[kept]
             rows = (np.cumsum(keep_rows) - 1)[rows].astype(np.int32)
             self.ids, self.ns, self.dl, self.kind = (a[keep_rows] for a in (self.ids, self.ns, self.dl, self.kind))
             self.live = np.ones(len(self.ids), bool)
+            counts = np.bincount(term, minlength=len(lexemes))
         else:  # the columns' spare room (appended()) goes, so nbytes() counts what is held
             self.ids, self.ns, self.dl, self.kind, self.live = (
                 a.copy() if a.base is not None else a for a in (self.ids, self.ns, self.dl, self.kind, self.live))
-        if merge:
-            order = np.argsort(term, kind="stable")
-            term, rows, tf = term[order], rows[order], tf[order]
-        counts = np.bincount(term, minlength=len(lexemes))
         held = np.flatnonzero(counts)
         self.vocab = {lexemes[t]: i for i, t in enumerate(held.tolist())}
         self.offsets = np.concatenate([[0], np.cumsum(counts[held])]).astype(np.int64)

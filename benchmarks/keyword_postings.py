@@ -17,7 +17,11 @@ words out: the commonest word then matches ~6% of rows), each counted once or tw
   (a pack is due after ``MERGE_FROM`` appended rows and an eighth of the rest: ``merge_ms``);
 * ``merge_ms``: one pack of ``MERGE_FROM`` appended rows into the size's postings (every posting
   copied into its place: its cost is that of every posting, whatever the rows appended);
-* ``drop_ms``: dropping one namespace of 100 rows (an erasure: the postings packed again without it);
+* ``drop_ms``: dropping one namespace of 100 packed rows (a deleted record's session read again, or an erasure
+  seen from another process: the rows unlinked from their words by a pass over the packed postings,
+  ``Postings._scrub``; until session 65 the postings were packed again without them);
+* ``drop_appended_ms``: the same for a namespace of 100 rows appended since the last pack (the live session,
+  where an agent's working memory deletes a record at each set: no pass over the packed postings);
 * ``bytes``: ``nbytes()``'s estimate beside the arrays' real bytes.
 
 Synthetic text measures the structure's costs at a size, not ranking quality (the PostgreSQL contract
@@ -69,7 +73,7 @@ def rows(rng: np.random.Generator, start: int, count: int, vocab: int,
 
 
 def real_bytes(p: Postings) -> int:
-    return sum(a.nbytes for a in (p.ids, p.ns, p.dl, p.kind, p.live, p.offsets, p.rows, p.tf))
+    return sum(a.nbytes for a in (p.ids, p.ns, p.dl, p.kind, p.live, p.offsets, p.rows, p.tf, p._seen, p._acc))
 
 
 def measure(size: int, vocab: int, lexemes: float, samples: int, seed: int) -> dict[str, Any]:
@@ -113,6 +117,12 @@ def measure(size: int, vocab: int, lexemes: float, samples: int, seed: int) -> d
     t = time.perf_counter()
     postings.drop([int(postings.ns[len(postings.ns) // 2])])
     drop_ms = (time.perf_counter() - t) * 1000
+    next_id = (next_id // PER_NAMESPACE + 1) * PER_NAMESPACE  # a namespace of its own
+    postings.append(rows(rng, next_id, PER_NAMESPACE, vocab, lexemes))
+    t = time.perf_counter()
+    postings.drop([next_id // PER_NAMESPACE])
+    drop_appended_ms = (time.perf_counter() - t) * 1000
+    postings.pack()  # the dropped rows out of the arrays, as bytes_arrays below counts them
     return {"size": size, "vocab": vocab, "lexemes_mean": lexemes, "postings": len(postings.rows),
             "held_lexemes": len(postings.vocab), "build_s": round(build_s, 2),
             "rank_ms_p50": round(pct(rank_ms, 0.5), 3), "rank_ms_p95": round(pct(rank_ms, 0.95), 3),
@@ -120,6 +130,7 @@ def measure(size: int, vocab: int, lexemes: float, samples: int, seed: int) -> d
             "rank_selective_ms_p95": round(pct(selective_ms, 0.95), 3),
             "turn_ms_p50": round(pct(turn_ms, 0.5), 3), "turn_ms_p95": round(pct(turn_ms, 0.95), 3),
             "merge_ms": round(merge_ms, 1), "drop_ms": round(drop_ms, 1),
+            "drop_appended_ms": round(drop_appended_ms, 2),
             "bytes_estimated": postings.nbytes(), "bytes_arrays": real_bytes(postings)}
 
 

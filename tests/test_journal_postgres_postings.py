@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import pytest
 
 from langmem_tiers.journal.base import Namespace, NewRecord
@@ -101,13 +102,86 @@ def test_postings_grown_a_few_rows_at_a_time_rank_as_written_out_and_pack_when_d
     for query in (["w1"], ["w1", "w2"], ["w2", "w7", "w39"], ["w5", "nothing"]):
         assert _same(p.rank(query, None, 10), _bm25_reference(kept, dl, query, 10))
         assert _same(p.rank(query, None, 3000), _bm25_reference(kept, dl, query, 3000))
-    assert sorted(p.ids.tolist()) == sorted(kept)
-    p.pack_if_due()  # the rows appended since the drop's pack (ids 2108-3000): under MERGE_FROM, still apart
-    assert p.fresh_rows == 3000 - 2107
+    assert sorted(p.ids[p.live].tolist()) == sorted(kept)
+    p.pack_if_due()  # the rows appended since the pack (ids 1408-3000; the drop, 100 rows, packs nothing): apart
+    assert p.fresh_rows == 3000 - 1407
     p.append([(d, d // 100, "turn", 1, ["w1"], [1]) for d in range(5001, 5001 + MERGE_FROM)])
     p.pack_if_due()
     assert p.fresh_rows == 0
     assert not p.fresh
+
+
+def test_a_drop_unlinks_the_rows_words_at_once_and_a_pack_removes_them() -> None:
+    # Dropping a few rows of a large scope does not pack (a copy of every posting): their packed postings point
+    # at one dead row with no frequency, lexemes only they held leave the vocabulary, their fresh postings leave
+    # the lists; rankings are those of the rows kept; the next pack leaves the dropped rows out of every array.
+    rng = random.Random(11)
+    words = [f"w{i}" for i in range(30)]
+    docs = {d: {w: rng.randint(1, 3) for w in rng.sample(words, rng.randint(1, 5))} for d in range(1, 401)}
+    docs[7] = {"onlyseven": 2, "w1": 1}  # packed, the only record holding its word
+    docs[395] = {"onlyfresh": 1, "w2": 2}  # fresh, likewise
+    dl = {d: sum(tf.values()) for d, tf in docs.items()}
+    p = Postings()
+    ns_of = {d: 1 if d in (7, 8, 395, 396) else 2 + d % 5 for d in docs}
+    p.append([(d, ns_of[d], "turn", dl[d], list(docs[d]), list(docs[d].values())) for d in range(1, 301)])
+    p.pack()
+    p.append([(d, ns_of[d], "turn", dl[d], list(docs[d]), list(docs[d].values())) for d in range(301, 401)])
+    rows_before = len(p.rows)
+    p.drop([1])
+    assert len(p.rows) == rows_before  # not packed: 4 of 400 rows
+    assert not p.live.all()
+    dead = np.flatnonzero(~p.live)
+    assert sorted(p.ids[dead].tolist()) == [7, 8, 395, 396]
+    pointing = np.isin(p.rows, dead)
+    assert (p.rows[pointing] == p.tomb).all()
+    assert (p.tf[pointing] == 0).all()
+    assert "onlyseven" not in p.vocab
+    assert "onlyseven" not in p.terms
+    assert "onlyfresh" not in p.fresh
+    assert "onlyfresh" not in p.fresh_keys
+    assert all(not np.isin(np.frombuffer(r, np.int32), dead).any() for r, _, _ in p.fresh.values())
+    kept = {d: tf for d, tf in docs.items() if ns_of[d] != 1}
+    for query in (["onlyseven"], ["onlyfresh", "w2"], ["w1", "w3", "w4"], ["w5"]):
+        assert _same(p.rank(query, None, 10), _bm25_reference(kept, dl, query, 10))
+    p.append([(d, 1, "turn", dl[d], list(docs[d]), list(docs[d].values())) for d in (8, 396)])  # read again
+    kept.update({8: docs[8], 396: docs[396]})
+    assert _same(p.rank(["w1", "w2", "w3"], None, 400), _bm25_reference(kept, dl, ["w1", "w2", "w3"], 400))
+    p.pack()
+    assert p.live.all()
+    assert p.tomb == -1
+    assert None not in p.terms
+    assert sorted(p.ids.tolist()) == sorted(kept)
+    assert _same(p.rank(["w1", "w2", "w3"], None, 400), _bm25_reference(kept, dl, ["w1", "w2", "w3"], 400))
+
+
+def test_random_appends_packs_and_drops_rank_as_written_out() -> None:
+    # Drops below and past the share that packs, merges, and namespaces read again, in random order.
+    for seed in range(40):
+        rng = random.Random(seed)
+        words = [f"w{i}" for i in range(25)]
+        docs: dict[int, dict[str, int]] = {}
+        ns_of: dict[int, int] = {}
+        p, next_id = Postings(), 1
+        for _ in range(rng.randint(2, 9)):
+            batch = []
+            for _ in range(rng.randint(0, 60)):
+                docs[next_id] = {w: rng.randint(1, 3) for w in rng.sample(words, rng.randint(1, 5))}
+                ns_of[next_id] = rng.randint(1, 12)
+                batch.append((next_id, ns_of[next_id], "turn", sum(docs[next_id].values()), list(docs[next_id]),
+                              list(docs[next_id].values())))
+                next_id += 1
+            p.append(batch)
+            step = rng.random()
+            if step < 0.3:
+                p.pack()
+            elif step < 0.7:
+                gone = rng.randint(1, 12)
+                p.drop([gone])
+                docs = {d: tf for d, tf in docs.items() if ns_of[d] != gone}
+            dl = {d: sum(tf.values()) for d, tf in docs.items()}
+            query = rng.sample(words, rng.randint(1, 4))
+            assert _same(p.rank(query, None, 15), _bm25_reference(docs, dl, query, 15)), seed
+        assert sorted(p.ids[p.live].tolist()) == sorted(docs)
 
 
 def test_postings_bytes_count_every_array_rank_keeps_as_its_rows_grow() -> None:
@@ -213,6 +287,32 @@ def test_what_another_handle_adds_edits_and_deletes_is_seen_by_the_next_search(j
             assert _same(_held(journal, query, ns_ids, 20), _statement(journal, query, ns_ids, 20))
     finally:
         other.close()
+
+
+def test_a_deleted_record_is_unlinked_without_a_pack_and_compact_packs_it_away(journal: Any) -> None:
+    # The next search reads the session's record ids (not its records) and drops the row of the one gone, without
+    # packing the postings (Postings._scrub); compact() then packs it away.
+    ns_ids = _fill(journal, sessions=12)
+    (unique,) = journal.add_records(ns_ids[5], [NewRecord("turn", "the xylophone recital by the lake")])
+    _build(journal, ns_ids)
+    (entry,) = journal.keyword_postings._entries.values()
+    postings = entry.postings
+    assert [i for i, _ in _held(journal, "xylophone", ns_ids)] == [unique]
+    rows = postings.size
+    journal.delete_records([unique])
+    assert _held(journal, "xylophone", ns_ids) == []
+    assert postings.size == rows  # the session was not read again
+    assert postings.ids[~postings.live].tolist() == [unique]
+    assert postings.tomb >= 0  # unlinked, not packed
+    assert "xylophon" not in postings.vocab
+    assert "xylophon" not in postings.fresh
+    for query in ("kayak lake", "report wedding", "the recital"):
+        assert _same(_held(journal, query, ns_ids, 20), _statement(journal, query, ns_ids, 20))
+    assert journal.compact()
+    assert postings.live.all()
+    assert postings.tomb == -1
+    assert unique not in set(postings.ids.tolist())
+    assert _same(_held(journal, "kayak lake", ns_ids, 20), _statement(journal, "kayak lake", ns_ids, 20))
 
 
 def test_an_erased_session_leaves_the_held_scope(journal: Any, pg_url: str) -> None:

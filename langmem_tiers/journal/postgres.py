@@ -488,8 +488,8 @@ class PostgresJournal(SqlJournal):
             raise JournalError(f"keyword_postings_bytes ({keyword_postings_bytes}) must be 0 (none held) or more")
         # Large scopes' keyword postings held in this process (:mod:`.postgres_postings`), and the lexeme of
         # each query word seen (``to_tsquery``'s, the same for every scope).
-        self.keyword_postings = ScopePostings(self.scope_versions, self._postings_rows, self._postings_scope,
-                                              self._scope_size, max_bytes=keyword_postings_bytes)
+        self.keyword_postings = ScopePostings(self.scope_versions, self._postings_rows, self.record_ids_many,
+                                              self._postings_scope, self._scope_size, max_bytes=keyword_postings_bytes)
         self._lexemes: OrderedDict[str, str | None] = OrderedDict()
         search_path = f'SET search_path TO "{schema}"'
 
@@ -755,12 +755,14 @@ class PostgresJournal(SqlJournal):
         backups stay until PostgreSQL recycles them: nothing SQL can reach proves or forces
         their removal (see :meth:`residue`). ANALYZE samples the live rows again, so the
         planner's statistics (``pg_statistic``: the commonest lexemes of the keyword column
-        among them) no longer hold words only erased records held.
+        among them) no longer hold words only erased records held. This process's held keyword
+        postings are packed too (``ScopePostings.pack``): a deleted record's postings leave them.
         """
         with self._connection() as conn:
             # No parameters: the simple protocol, no transaction.
             conn.execute("VACUUM (ANALYZE) " + ", ".join(_TABLES))
         self._stats.clear()
+        self.keyword_postings.pack()  # and what deleted records left in this process's held postings
         return True
 
     def residue(self, needles: Sequence[str]) -> dict[str, int]:

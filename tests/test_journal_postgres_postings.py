@@ -464,6 +464,35 @@ def test_a_build_under_way_when_this_process_erases_is_not_installed(journal: An
     _build(journal, ns_ids)  # asked again after the erasure: installed
 
 
+def test_the_byte_bound_projects_rows_and_postings_not_the_vocabulary(journal: Any) -> None:
+    # 6,000 records of six words from a pool of 4,000: the build's first chunk (2,000 records) already holds most
+    # of the pool. The postings take ~1.0 MB; scaling that chunk's bytes whole to 6,000 records said ~2 MB (the
+    # vocabulary counted three times) and declined a scope that fits 1.5 MB. Under 0.8 MB it is declined, and
+    # the statement keeps answering.
+    rng = random.Random(3)
+    pool = [f"w{i}x" for i in range(4_000)]
+    ns_ids = [journal.namespace_id(Namespace(f"s{i}", "u")) for i in range(3)]
+    for at in range(0, 6_000, 500):
+        journal.add_records(ns_ids[at // 2_000], [NewRecord("turn", " ".join(rng.sample(pool, 6)))
+                                                  for _ in range(500)])
+    postings = journal.keyword_postings
+    postings.max_bytes = 800_000
+    journal.keyword_search("w1x w2x w3x", ns_ids, 3)  # over the budget: asks for the postings
+    assert postings.wait_build(60)
+    assert postings.stats()["entries"] == 0
+    assert frozenset(ns_ids) in postings._too_large
+    assert _statement(journal, "w7x", ns_ids, 5)
+    postings._too_large.clear()
+    postings.max_bytes = 1_500_000
+    journal.keyword_search("w1x w2x w3x", ns_ids, 3)
+    assert postings.wait_build(60)
+    stats = postings.stats()
+    assert stats["entries"] == 1
+    assert stats["records"] == 6_000
+    assert stats["bytes"] <= 1_500_000
+    assert _same(_held(journal, "w7x w8x", ns_ids, 20), _statement(journal, "w7x w8x", ns_ids, 20))
+
+
 def test_memory_config_bounds_the_held_postings_of_a_postgres_journal(pg_url: str) -> None:
     from langmem_tiers import MemoryConfig, TieredMemory
 

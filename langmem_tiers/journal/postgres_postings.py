@@ -154,6 +154,14 @@ class Postings:
                 + self.fresh_slots.itemsize * (len(self.fresh_slots) + len(self.fresh_starts))
                 + BYTES_PER_LEXEME * (len(self.terms) + len(self.fresh)))
 
+    def projected(self, rows: int) -> float:
+        """:meth:`nbytes` once ``rows`` rows are held, from the rows held now: rows and postings in proportion, the
+        vocabulary as it is (a scope's words repeat, so it grows far slower than its rows: scaled too, the
+        lexemes of a build's first 2,000 rows made a 1M-row scope of 137 MB look 819 MB, and its build was
+        declined; now 179 MB, on ``benchmarks/keyword_postings.py``'s rows)."""
+        vocabulary = BYTES_PER_LEXEME * (len(self.terms) + len(self.fresh))
+        return (self.nbytes() - vocabulary) * rows / max(self.size, 1) + vocabulary
+
     def append(self, records: Iterable[tuple[int, int, str, int, Sequence[str], Sequence[int]]]) -> None:
         """Add rows ``(id, namespace, kind, length, lexemes, counts)``; their postings wait in ``fresh``."""
         ids: list[int] = []
@@ -631,14 +639,15 @@ class ScopePostings:
 
     def _read(self, key: frozenset[int], records: int) -> tuple[Postings, ScopeVersions] | None:
         """The scope's postings and the versions they are as of; ``None`` when they would not fit the bound
-        (stopped as soon as the bytes so far, scaled to the scope's ``records``, would not) or on close."""
+        (stopped as soon as the bytes so far, or those projected for the scope's ``records``, would not) or on
+        close."""
         chunks = self._read_scope(sorted(key))
         try:
             versions: ScopeVersions = next(chunks)
             postings = Postings()
             for chunk in chunks:
                 postings.append(chunk)
-                if postings.nbytes() * records > self.max_bytes * max(postings.size, 1) or self._closed:
+                if max(postings.nbytes(), postings.projected(records)) > self.max_bytes or self._closed:
                     return None
         finally:
             close = getattr(chunks, "close", None)

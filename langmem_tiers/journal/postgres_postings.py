@@ -138,7 +138,7 @@ class Postings:
     fresh_starts: array[int] = field(default_factory=lambda: array("i", [0]))
     kinds: dict[str, int] = field(default_factory=dict)
     tomb: int = -1  # the dead row that every posting of a row dropped since the last pack points at (_scrub)
-    # rank()'s per-row scratch, kept between calls (grown by doubling) so that a search costs its matches, not
+    # rank()'s per-row scratch, kept between calls (regrown past the rows) so that a search costs its matches, not
     # the scope's rows: a place per row (each match found once) and a score per row (summed over the terms).
     _seen: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32), repr=False)
     _acc: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float64), repr=False)

@@ -22,7 +22,9 @@ words out: the commonest word then matches ~6% of rows), each counted once or tw
   ``Postings._scrub``; until session 65 the postings were packed again without them);
 * ``drop_appended_ms``: the same for a namespace of 100 rows appended since the last pack (the live session,
   where an agent's working memory deletes a record at each set: no pass over the packed postings);
-* ``bytes``: ``nbytes()``'s estimate beside the arrays' real bytes.
+* ``bytes``: ``nbytes()``'s estimate beside the arrays' real bytes; and what a build's byte bound projects
+  for the size after its first chunk (``Postings.projected``: rows and postings scaled, the vocabulary as it
+  is), beside the first chunk's bytes scaled whole (the rule before session 65, which declined 1M rows).
 
 Synthetic text measures the structure's costs at a size, not ranking quality (the PostgreSQL contract
 tests check the ranking equals the statement's). Not a timed test.
@@ -82,8 +84,11 @@ def measure(size: int, vocab: int, lexemes: float, samples: int, seed: int) -> d
               for start in range(1, size + 1, READ_CHUNK)]
     started = time.perf_counter()
     postings = Postings()
+    first_chunk: tuple[float, float] | None = None
     for chunk in chunks:
         postings.append(chunk)
+        if first_chunk is None:  # what a build's byte bound projects after its first chunk (ScopePostings._read)
+            first_chunk = (postings.projected(size), postings.nbytes() * size / postings.size)
     postings.pack()
     build_s = time.perf_counter() - started
     del chunks
@@ -131,7 +136,9 @@ def measure(size: int, vocab: int, lexemes: float, samples: int, seed: int) -> d
             "turn_ms_p50": round(pct(turn_ms, 0.5), 3), "turn_ms_p95": round(pct(turn_ms, 0.95), 3),
             "merge_ms": round(merge_ms, 1), "drop_ms": round(drop_ms, 1),
             "drop_appended_ms": round(drop_appended_ms, 2),
-            "bytes_estimated": postings.nbytes(), "bytes_arrays": real_bytes(postings)}
+            "bytes_estimated": postings.nbytes(), "bytes_arrays": real_bytes(postings),
+            "bytes_projected_after_first_chunk": round(first_chunk[0]) if first_chunk else None,
+            "bytes_scaled_after_first_chunk": round(first_chunk[1]) if first_chunk else None}
 
 
 def main() -> None:

@@ -132,7 +132,10 @@ class Postings:
     fresh_rows: int = 0
     fresh_postings: int = 0  # counted as appended: nbytes() is asked after every chunk of a build
     # Each appended row's lexemes, as slots (``fresh_slots[fresh_starts[i]:fresh_starts[i + 1]]`` for the i-th row
-    # appended since the last pack), so a drop finds the fresh lists of its rows without walking every list.
+    # appended since the last pack), so a drop finds the fresh lists of its rows without walking every list. Kept
+    # once packed: a build appends every row and then packs, and nothing is dropped from it before (keeping
+    # them made a build's appends 5-15% slower, a throwaway timing at 300k rows).
+    packed: bool = False
     fresh_keys: list[str | None] = field(default_factory=list)
     fresh_slots: array[int] = field(default_factory=lambda: array("i"))
     fresh_starts: array[int] = field(default_factory=lambda: array("i", [0]))
@@ -157,8 +160,8 @@ class Postings:
     def projected(self, rows: int) -> float:
         """:meth:`nbytes` once ``rows`` rows are held, from the rows held now: rows and postings in proportion, the
         vocabulary as it is (a scope's words repeat, so it grows far slower than its rows: scaled too, the
-        lexemes of a build's first 2,000 rows made a 1M-row scope of 137 MB look 819 MB, and its build was
-        declined; now 179 MB, on ``benchmarks/keyword_postings.py``'s rows)."""
+        lexemes of a build's first 2,000 rows made a 1M-row scope of 137 MB look 770 MB, and its build was
+        declined; now 130 MB: ``benchmarks/keyword_postings.py``, ``bytes_*_after_first_chunk``)."""
         vocabulary = BYTES_PER_LEXEME * (len(self.terms) + len(self.fresh))
         return (self.nbytes() - vocabulary) * rows / max(self.size, 1) + vocabulary
 
@@ -181,8 +184,10 @@ class Postings:
                     self.fresh_keys.append(lexeme)
                 held[0].append(row)
                 held[1].append(count)
-                self.fresh_slots.append(held[2])
-            self.fresh_starts.append(len(self.fresh_slots))
+                if self.packed:
+                    self.fresh_slots.append(held[2])
+            if self.packed:
+                self.fresh_starts.append(len(self.fresh_slots))
             self.fresh_postings += len(lexemes)
             row += 1
         if not ids:
@@ -208,7 +213,7 @@ class Postings:
         if not gone.any():
             return
         self.live &= ~gone
-        if DEAD_SHARE * (len(self.live) - int(np.count_nonzero(self.live))) >= len(self.live):
+        if not self.packed or DEAD_SHARE * (len(self.live) - int(np.count_nonzero(self.live))) >= len(self.live):
             self.pack()
         else:
             self._scrub(gone)
@@ -300,6 +305,7 @@ class Postings:
         self.rows, self.tf = rows, tf
         self.fresh, self.fresh_rows, self.fresh_postings = {}, 0, 0
         self.fresh_keys, self.fresh_slots, self.fresh_starts = [], array("i"), array("i", [0])
+        self.packed = True
 
     def pack_if_due(self) -> None:
         """Pack when the rows appended since the last pack are ``MERGE_FROM`` and ``1 / MERGE_SHARE`` of the
@@ -576,13 +582,13 @@ class ScopePostings:
             if before is None or now[2] > before[2]:
                 reread.append((n, 0, now[0]))  # new to the entry, or texts edited: read again whole
                 gone.append(n)
-            elif now[1] > before[1] or now[0] > before[0]:
+            elif now[0] <= before[0] and now[1] <= before[1]:
+                continue  # nothing added or deleted since
+            else:
                 if now[1] > before[1]:
                     diffed.append(n)
                 if now[0] > before[0]:
                     reread.append((n, before[0], now[0]))
-            else:
-                continue
             newer[n] = now
         if not gone and not reread and not diffed:
             return

@@ -472,26 +472,31 @@ class SqlJournal:
         out: dict[int, tuple[list[Record], list[Record]]] = {int(i): ([], []) for i in record_ids}
         if not out:
             return out
-        # One walk from each record outwards within its session (records_ns_id (ns, id)) per side, all
-        # in one statement: a round trip each would cost a PostgreSQL server 2 x len(record_ids) trips.
-        walks: list[str] = []
-        args: list[Any] = []
-        for rid in out:
-            for side, op, order in ((0, "<", "DESC"), (1, ">", "ASC")):
-                walks.append(f"SELECT * FROM (SELECT ? AS anchor, ? AS side, r.id AS rid FROM records r "
-                             f"WHERE r.ns = (SELECT ns FROM records WHERE id = ?) AND r.kind = ? AND r.id {op} ? "
-                             f"ORDER BY r.id {order} LIMIT ?) AS w{len(walks)}")
-                args += [rid, side, rid, kind, rid, per_side]
         # The records themselves in the same statement: a second read by id cost the servers a round trip
         # of every search and context() (the neighbor turns, issue 15 session 63).
         with self._autocommit() as db:
-            rows = db.all(f"SELECT w.anchor, w.side, {RECORD_COLS} FROM ({' UNION ALL '.join(walks)}) AS w "
-                          "JOIN records r ON r.id = w.rid JOIN namespaces n ON n.ns = r.ns", args)
+            rows = db.all(*self._beside_sql(list(out), kind, per_side))
             records = row_records([row[2:] for row in rows], self._codec(db))
         for (anchor, side, *_), r in sorted(zip(rows, records, strict=True),
                                             key=lambda p: (p[0][1], -p[1].id if p[0][1] == 0 else p[1].id)):
             out[int(anchor)][int(side)].append(r)  # each walk nearest first: down the ids before, up after
         return out
+
+    def _beside_sql(self, record_ids: Sequence[int], kind: str, per_side: int) -> tuple[str, list[Any]]:
+        """:meth:`beside`'s statement: rows of ``(anchor, side, RECORD_COLS...)``, side 0 before, 1 after."""
+        # One walk from each record outwards within its session (records_ns_id (ns, id)) per side, all
+        # in one statement: a round trip each would cost a PostgreSQL server 2 x len(record_ids) trips.
+        walks: list[str] = []
+        args: list[Any] = []
+        for rid in record_ids:
+            for side, op, order in ((0, "<", "DESC"), (1, ">", "ASC")):
+                walks.append(f"SELECT * FROM (SELECT ? AS anchor, ? AS side, r.id AS rid FROM records r "
+                             f"WHERE r.ns = (SELECT ns FROM records WHERE id = ?) AND r.kind = ? AND r.id {op} ? "
+                             f"ORDER BY r.id {order} LIMIT ?) AS w{len(walks)}")
+                args += [rid, side, rid, kind, rid, per_side]
+        sql = (f"SELECT w.anchor, w.side, {RECORD_COLS} FROM ({' UNION ALL '.join(walks)}) AS w "
+               "JOIN records r ON r.id = w.rid JOIN namespaces n ON n.ns = r.ns")
+        return sql, args
 
     def newest_citations(self, ns_id: int, limit: int) -> list[tuple[int, tuple[int, ...]]]:
         if limit <= 0:

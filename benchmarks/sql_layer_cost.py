@@ -502,12 +502,12 @@ def json_row_record(row: Any, codec: Any) -> Any:
     """The row decoder before issue 15 (every JSON column through json.loads): the reference."""
     from langmem_tiers.journal.base import Record
 
-    ns = Namespace(row[1], row[2], row[3])
-    text, tags, metadata, key = codec.record_fields(ns, str(row[5]), str(row[9]), str(row[10]), row[12])
-    return Record(id=int(row[0]), namespace=ns, kind=str(row[4]), text=text, message_ids=tuple(json.loads(row[6])),
-                  importance=float(row[7]), pinned=bool(row[8]), tags=tuple(json.loads(tags)),
-                  metadata=json.loads(metadata), created_at=float(row[11]), key=key,
-                  valid_to=None if row[13] is None else float(row[13]))
+    ns = codec.namespace_of(int(row[1]))
+    text, tags, metadata, key = codec.record_fields(ns, str(row[3]), str(row[7]), str(row[8]), row[10])
+    return Record(id=int(row[0]), namespace=ns, kind=str(row[2]), text=text, message_ids=tuple(json.loads(row[4])),
+                  importance=float(row[5]), pinned=bool(row[6]), tags=tuple(json.loads(tags)),
+                  metadata=json.loads(metadata), created_at=float(row[9]), key=key,
+                  valid_to=None if row[11] is None else float(row[11]))
 
 
 def decode_rows(count: int, n: int) -> list[tuple[str, float, float]]:

@@ -556,6 +556,32 @@ def test_long_records_rank_by_their_words_for_a_long_query(journal: Journal) -> 
     assert [h.record_id for h in journal.keyword_search("lisbon", [ns_id], 5)] == [ids[1], ids[0]]
 
 
+def test_records_read_by_another_handle_carry_their_sessions(backend: Backend) -> None:
+    """Records name their session from the handle's cache of namespaces (no join per row): a handle that
+    never saw these sessions resolves them all at once, through every read that decodes records; and a
+    session erased meanwhile takes its records with it."""
+    writer = backend.journal()
+    made = {Namespace(f"s{i}", f"u{i % 2}", "bot" if i % 3 == 0 else ""): 0 for i in range(7)}
+    ids = []
+    for ns in made:
+        made[ns] = _ns(writer, ns.session_id, ns.user_id, ns.agent_id)
+        ids += writer.add_records(made[ns], [NewRecord("turn", f"turn of {ns.session_id}"),
+                                             NewRecord("fact", f"fact of {ns.session_id}")])
+    reader = backend.journal()
+    by_text = {r.text: r.namespace for r in reader.records(ids)}
+    assert by_text == {f"{kind} of {ns.session_id}": ns for ns in made for kind in ("turn", "fact")}
+    ns_ids = list(made.values())
+    assert {(r.text, r.namespace) for r in reader.scoped_records(ns_ids, ["fact"])} == {
+        (f"fact of {ns.session_id}", ns) for ns in made}
+    first = next(iter(made))
+    writer.add_records(made[first], [NewRecord("turn", "a later turn")])
+    assert [(r.text, r.namespace) for r in backend.journal().beside([ids[0]], "turn", 1)[ids[0]][1]] == [
+        ("a later turn", first)]
+    erased = next(iter(made))
+    writer.delete_namespaces([made[erased]])
+    assert {r.namespace for r in backend.journal().records(ids)} == set(made) - {erased}
+
+
 def test_records_beside_a_record_stay_in_its_session_and_kind(journal: Journal) -> None:
     """``beside``: the nearest records of a kind before and after one, within its session only
     (another session's records written in between are not its neighbors)."""

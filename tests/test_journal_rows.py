@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from langmem_tiers.journal.base import Namespace, NewRecord, Record
+from langmem_tiers.journal.encryption import RowCodec
+from langmem_tiers.journal.rows import RECORD_SELECT, row_records
 from langmem_tiers.journal.sqlite import SqliteJournal
 from langmem_tiers.keyring import FolderKeyRing
 
@@ -48,3 +50,21 @@ def test_decoded_records_are_the_records_the_dataclass_builds(tmp_path: Path, en
     # Rows of one session share its namespace; each record's metadata is its own dict.
     assert records[0].namespace is records[1].namespace
     assert records[0].metadata is not records[2].metadata
+
+
+def test_a_row_whose_session_is_gone_is_left_out(tmp_path: Path) -> None:
+    """Rows name their session by namespace id; one the journal no longer resolves (erased after the row
+    was read, by another statement) is left out, not decoded with a session it no longer has."""
+    journal = SqliteJournal(tmp_path / "journal.sqlite3")
+    try:
+        kept, gone = (journal.namespace_id(Namespace(s, "u")) or 0 for s in ("kept", "gone"))
+        ids = [*journal.add_records(kept, [NewRecord("turn", "stays")]),
+               *journal.add_records(gone, [NewRecord("turn", "x")])]
+        rows = journal._db.execute(f"{RECORD_SELECT} WHERE r.id IN (?, ?) ORDER BY r.id", ids).fetchall()
+        codec = journal._row_codec
+        resolves_kept = RowCodec(None, codec.namespace_of,
+                                 lambda ns_ids: {n: ns for n, ns in codec.namespaces(ns_ids).items() if n != gone})
+        assert [r.text for r in row_records(rows, codec)] == ["stays", "x"]
+        assert [(r.text, r.namespace) for r in row_records(rows, resolves_kept)] == [("stays", Namespace("kept", "u"))]
+    finally:
+        journal.close()

@@ -34,7 +34,7 @@ import secrets
 import threading
 import time
 import unicodedata
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from langmem_tiers.errors import DecryptionError, KeyUnavailableError, MissingDependencyError
@@ -306,11 +306,14 @@ class RowCodec:
 
     ``namespace_of`` resolves a namespace id to its ids (the key subject); it is called only
     when a cipher is on, for rows that carry no namespace columns (messages, session state).
+    ``namespaces`` resolves the namespace ids of record rows at once (an erased one is absent).
     """
 
-    def __init__(self, cipher: FieldCipher | None, namespace_of: Callable[[int], Namespace]) -> None:
+    def __init__(self, cipher: FieldCipher | None, namespace_of: Callable[[int], Namespace],
+                 namespaces: Callable[[Collection[int]], Mapping[int, Namespace]]) -> None:
         self.cipher = cipher
         self.namespace_of = namespace_of
+        self.namespaces = namespaces
 
     def message_columns(self, ns_id: int, content_json: str, name: str | None,
                         tool_calls: list[dict[str, Any]] | None,

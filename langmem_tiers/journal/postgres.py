@@ -883,7 +883,7 @@ SELECT w.anchor, w.side, {RECORD_COLS} FROM (
         UNION ALL
         (SELECT 1 AS side, b.id FROM records b WHERE b.ns = ar.ns AND b.kind = ? AND b.id > a.anchor
          ORDER BY b.id ASC LIMIT ?)) AS s) AS w
-JOIN records r ON r.id = w.id JOIN namespaces n ON n.ns = r.ns
+JOIN records r ON r.id = w.id
 """
 
 

@@ -21,10 +21,13 @@ from langmem_tiers.messages import Message, ToolCall
 MSG_COLS = "id, role, content, name, tool_calls, tool_call_id, metadata, created_at, tokens, tokens_key, key, ns"
 # Positions in MSG_COLS that callers read besides the message itself.
 MSG_TOKENS, MSG_TOKENS_KEY, MSG_KEY = 8, 9, 10
-# A record's columns (records ``r`` joined with namespaces ``n``), in the order row_records reads them.
-RECORD_COLS = ("r.id, n.session_id, n.user_id, n.agent_id, r.kind, r.text, r.message_ids, r.importance, "
-               "r.pinned, r.tags, r.metadata, r.created_at, r.key, r.valid_to")
-RECORD_SELECT = f"SELECT {RECORD_COLS} FROM records r JOIN namespaces n ON n.ns = r.ns"
+# A record's columns (of records ``r`` alone), in the order row_records reads them. Its session's ids are
+# resolved from ``r.ns`` by the journal's cache of namespaces, not joined: PostgreSQL hash-joined the whole
+# namespaces table to a read of a few hundred records (a user of 10,000 sessions: 0.5-0.7 ms of 1.4-3.6,
+# BENCHMARKS.md, issue 15 session 66).
+RECORD_COLS = ("r.id, r.ns, r.kind, r.text, r.message_ids, r.importance, r.pinned, r.tags, r.metadata, "
+               "r.created_at, r.key, r.valid_to")
+RECORD_SELECT = f"SELECT {RECORD_COLS} FROM records r"
 STATE_COLS = ("window_start, summary, summary_tokens, summary_cursor, summary_version, failures, last_error, "
               "retry_at, version")
 
@@ -93,39 +96,36 @@ def id_tuple(stored: str) -> tuple[Any, ...]:
     return tuple(json.loads(stored))
 
 
-def _row_record(row: Sequence[Any], codec: RowCodec, names: dict[tuple[str, str, str], Namespace]) -> Record:
-    """A record from a row of ``RECORD_SELECT``.
+def _row_record(row: Sequence[Any], codec: RowCodec, ns: Namespace) -> Record:
+    """A record from a row of ``RECORD_SELECT``, of the namespace ``ns`` (its ``r.ns``).
 
     Most records have no tags and no metadata: the stored "[]" and "{}" decode without the JSON
-    decoder (a new dict each time; nothing decoded is kept between calls). ``names``: the
-    namespaces made so far for the rows of one read (see :func:`row_records`).
+    decoder (a new dict each time; nothing decoded is kept between calls).
     """
-    ids = (row[1], row[2], row[3])
-    ns = names.get(ids)
-    if ns is None:
-        ns = names[ids] = Namespace(*ids)
-    text, tags, metadata, key = codec.record_fields(ns, str(row[5]), str(row[9]), str(row[10]), row[12])
+    text, tags, metadata, key = codec.record_fields(ns, str(row[3]), str(row[7]), str(row[8]), row[10])
     return _record(
         id=int(row[0]),
         namespace=ns,
-        kind=str(row[4]),
+        kind=str(row[2]),
         text=text,
-        message_ids=id_tuple(row[6]),
-        importance=float(row[7]),
-        pinned=bool(row[8]),
+        message_ids=id_tuple(row[4]),
+        importance=float(row[5]),
+        pinned=bool(row[6]),
         tags=() if tags == "[]" else tuple(json.loads(tags)),
         metadata={} if metadata == "{}" else json.loads(metadata),
-        created_at=float(row[11]),
+        created_at=float(row[9]),
         key=key,
-        valid_to=None if row[13] is None else float(row[13]),
+        valid_to=None if row[11] is None else float(row[11]),
     )
 
 
 def row_records(rows: Iterable[Sequence[Any]], codec: RowCodec) -> list[Record]:
-    """The records of rows of ``RECORD_SELECT``, one :class:`Namespace` per session among them
-    (rows of one session share it, as they share its ids)."""
-    names: dict[tuple[str, str, str], Namespace] = {}
-    return [_row_record(r, codec, names) for r in rows]
+    """The records of rows of ``RECORD_SELECT``, their namespaces resolved once per session among them
+    (``RowCodec.namespaces``). A row whose namespace is gone (erased after the row was read, by another
+    statement's snapshot) is left out with it."""
+    rows = list(rows)
+    names = codec.namespaces({int(r[1]) for r in rows})
+    return [_row_record(r, codec, ns) for r in rows if (ns := names.get(int(r[1]))) is not None]
 
 
 def _record(**values: Any) -> Record:

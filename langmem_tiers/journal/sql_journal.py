@@ -12,7 +12,7 @@ import itertools
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
@@ -44,8 +44,10 @@ from langmem_tiers.messages import Message
 
 log = logging.getLogger(__name__)
 
-# Names of resolved sessions a handle keeps in memory (to name the one a stale handle lost).
-NAMES_KEPT = 4096
+# Names of resolved sessions a handle keeps in memory: to name the one a stale handle lost, and the sessions
+# of the records it reads (RECORD_SELECT joins no namespaces). Enough for a user of 10,000 sessions, whose
+# searches read records of any of them (~3 MB at 16,384).
+NAMES_KEPT = 16384
 
 
 # Scopes whose newest listing a journal keeps (least recently used out): 10,000 sessions take ~3 MB.
@@ -196,7 +198,8 @@ class SqlJournal:
 
     def _codec(self, db: core.Sql) -> RowCodec:
         """Seals and opens rows read or written on ``db`` (namespace lookups reuse the connection)."""
-        return RowCodec(self._cipher, lambda ns_id: self._namespace_of(db, ns_id))
+        return RowCodec(self._cipher, lambda ns_id: self._namespace_of(db, ns_id),
+                        lambda ns_ids: self._namespaces_of(db, ns_ids))
 
     def _namespace_of(self, db: core.Sql, ns_id: int) -> Namespace:
         """The ids of a namespace (its key subject), from the cache or the journal."""
@@ -209,6 +212,26 @@ class SqlJournal:
         ns = Namespace(row[0], row[1], row[2])
         self._remember(ns_id, ns)
         return ns
+
+    def _namespaces_of(self, db: core.Sql, ns_ids: Collection[int]) -> dict[int, Namespace]:
+        """The ids of these namespaces, from the cache, those it lacks read in one statement; an erased one
+        is absent. (Ids are never reused, and a namespace's ids never change after the migrations, so a
+        cached entry is never wrong for a record read: the row proves its namespace was there.)"""
+        out: dict[int, Namespace] = {}
+        missing: list[int] = []
+        for ns_id in ns_ids:
+            known = self._names.get(ns_id)
+            if known is None:
+                missing.append(ns_id)
+            else:
+                out[ns_id] = known
+        if missing:
+            members, args = db.in_(missing)
+            for ns_id, session_id, user_id, agent_id in db.all(
+                    f"SELECT ns, session_id, user_id, agent_id FROM namespaces WHERE ns {members}", args):
+                out[int(ns_id)] = ns = Namespace(session_id, user_id, agent_id)
+                self._remember(int(ns_id), ns)
+        return out
 
     def _search_namespaces(self, ns_ids: Sequence[int]) -> list[Namespace]:
         """The namespaces a keyword query's blind tokens are derived for; an erased one is skipped."""
@@ -495,7 +518,7 @@ class SqlJournal:
                              f"ORDER BY r.id {order} LIMIT ?) AS w{len(walks)}")
                 args += [rid, side, rid, kind, rid, per_side]
         sql = (f"SELECT w.anchor, w.side, {RECORD_COLS} FROM ({' UNION ALL '.join(walks)}) AS w "
-               "JOIN records r ON r.id = w.rid JOIN namespaces n ON n.ns = r.ns")
+               "JOIN records r ON r.id = w.rid")
         return sql, args
 
     def newest_citations(self, ns_id: int, limit: int) -> list[tuple[int, tuple[int, ...]]]:

@@ -20,7 +20,7 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -648,7 +648,7 @@ class SqliteJournal(SqlJournal):
             raise
         self.uid = self._meta("uid")
         self._cipher, self._plain_records = self._setup_encryption(keyring)
-        self._row_codec = RowCodec(self._cipher, self._namespace_in_journal)
+        self._row_codec = RowCodec(self._cipher, self._namespace_in_journal, self._namespaces_in_journal)
 
     def _setup_encryption(self, keyring: KeyRing | None) -> tuple[FieldCipher | None, bool]:
         """The cipher, and whether plaintext records from before encryption may exist (keyword search
@@ -683,6 +683,10 @@ class SqliteJournal(SqlJournal):
     def _namespace_in_journal(self, ns_id: int) -> Namespace:
         with self._lock:
             return self._namespace_of(self._sql, ns_id)
+
+    def _namespaces_in_journal(self, ns_ids: Collection[int]) -> dict[int, Namespace]:
+        with self._lock:
+            return self._namespaces_of(self._sql, ns_ids)
 
     def _check_path(self) -> None:
         if self.path.is_dir():

@@ -7,7 +7,8 @@ Every ``search()`` and ``context()`` reads its candidates by id (``journal.recor
 (``journal.beside``). This fills one user's ``--records`` records (the scale benchmark's filler turns) in
 each of ``--sessions`` session counts, on a throwaway PostgreSQL server (``--backend postgres``, the
 default) or in a SQLite file, then times those reads over random ids of the user's records: p50 / p95 ms
-of each. Run a tree before with it on ``PYTHONPATH`` to compare.
+of each, on a new handle ("first": as a serving process after a restart, which knows none of the sessions
+yet) and over the same ids again ("again"). Run a tree before with it on ``PYTHONPATH`` to compare.
 
 Up to session 65 the reads joined every row to its namespace (PostgreSQL hash-joined the whole namespaces
 table, 10,000 rows for a user of 10,000 sessions), and PostgreSQL's ``beside`` was a UNION ALL of two walks
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import random
 import statistics
@@ -55,11 +57,13 @@ def fill(journal: Journal, records: int, sessions: int, rng: random.Random) -> l
     return ids
 
 
+def beside(journal: Journal, ids: list[int]) -> object:
+    return journal.beside(ids, "turn", 4)
+
+
 def timed(read: Callable[[list[int]], object], draws: list[list[int]]) -> tuple[float, float]:
-    for ids in draws[:20]:  # warm-up: connections, prepared statements, the cache of namespaces
-        read(ids)
     ms = []
-    for ids in draws[20:]:
+    for ids in draws:
         started = time.perf_counter()
         read(ids)
         ms.append((time.perf_counter() - started) * 1000)
@@ -72,14 +76,14 @@ def run(open_journal: Callable[[], Journal], records: int, sessions: int, sample
     with contextlib.closing(open_journal()) as writer:
         ids = fill(writer, records, sessions, rng)
     row: dict[str, Any] = {"records": len(ids), "sessions": sessions, "fill_s": round(time.perf_counter() - started, 1)}
-    # Read by another handle, as a serving process after a restart: it knows none of the sessions yet.
-    with contextlib.closing(open_journal()) as journal:
-        reads: dict[str, Callable[[list[int]], object]] = {
-            "records(100)": journal.records, "records(340)": journal.records,
-            "beside(5 turns)": lambda some: journal.beside(some, "turn", 4)}
-        for name, read in reads.items():
-            draws = [rng.sample(ids, READS[name]) for _ in range(samples + 20)]
-            row[f"{name} p50 / p95 ms"] = timed(read, draws)
+    for name, size in READS.items():
+        draws = [rng.sample(ids, size) for _ in range(samples)]
+        # Each kind of read on a new handle, as a serving process after a restart ("first": it knows none of
+        # the sessions yet, and its first statements are not prepared), then the same draws again ("again").
+        with contextlib.closing(open_journal()) as journal:
+            read = journal.records if name.startswith("records") else functools.partial(beside, journal)
+            row[f"{name} first p50 / p95 ms"] = timed(read, draws)
+            row[f"{name} again p50 / p95 ms"] = timed(read, draws)
     return row
 
 

@@ -482,6 +482,7 @@ class PostgresJournal(SqlJournal):
         self._lock = threading.Lock()
         # Names of the sessions this process resolved, to say which one a stale handle lost (memory only).
         self._names: dict[int, Namespace] = {}
+        self._names_lock = threading.Lock()
         self._listings = ListingCache()  # the newest listing of each scope read (SqlJournal.scope_listing)
         self._stats = StatsReader()  # the planner's statistics, the keyword budget's estimates
         self._cipher = None

@@ -167,6 +167,7 @@ class SqlJournal:
     url: str
     _cipher: FieldCipher | None
     _names: dict[int, Namespace]
+    _names_lock: threading.Lock  # evictions from _names (a PostgreSQL handle serves many threads)
     _listings: ListingCache
     # Matches one keyword query may rank (:mod:`.keyword_budget`); ``None`` ranks every match.
     keyword_budget: int | None = KEYWORD_BUDGET
@@ -290,9 +291,10 @@ class SqlJournal:
         return self._remember(int(row[0]), ns)
 
     def _remember(self, ns_id: int, ns: Namespace) -> int:
-        if len(self._names) >= NAMES_KEPT:
-            self._names.pop(next(iter(self._names)))
-        self._names[ns_id] = ns
+        with self._names_lock:
+            if len(self._names) >= NAMES_KEPT:
+                self._names.pop(next(iter(self._names)))
+            self._names[ns_id] = ns
         return ns_id
 
     def namespaces(self, scope: Scope | None = None) -> list[tuple[int, Namespace]]:

@@ -606,6 +606,7 @@ class SqliteJournal(SqlJournal):
         self._lock = threading.RLock()
         # Names of the sessions this process resolved, to say which one a stale handle lost (memory only).
         self._names: dict[int, Namespace] = {}
+        self._names_lock = threading.Lock()
         self._listings = ListingCache()  # the newest listing of each scope read (SqlJournal.scope_listing)
         # keyword_search's counts of query terms in each keyword index, kept exact between searches.
         self._term_counts = {index: TermCounts() for index in KEYWORD_INDEXES}

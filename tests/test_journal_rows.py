@@ -68,3 +68,19 @@ def test_a_row_whose_session_is_gone_is_left_out(tmp_path: Path) -> None:
         assert [(r.text, r.namespace) for r in row_records(rows, resolves_kept)] == [("stays", Namespace("kept", "u"))]
     finally:
         journal.close()
+
+
+def test_beside_leaves_out_turns_of_a_session_gone_meanwhile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``beside`` reads its rows, then resolves their sessions: one erased in between (here: one the
+    resolver no longer finds) loses its turns from the answer, which is still given."""
+    journal = SqliteJournal(tmp_path / "journal.sqlite3")
+    try:
+        mine = journal.namespace_id(Namespace("mine", "u")) or 0
+        ids = journal.add_records(mine, [NewRecord("turn", t) for t in ("t1", "t2", "t3")])
+        assert [r.text for r in journal.beside([ids[1]], "turn", 2)[ids[1]][1]] == ["t3"]
+        resolve = journal._namespaces_of
+        monkeypatch.setattr(journal, "_namespaces_of", lambda db, ns_ids: {
+            n: ns for n, ns in resolve(db, ns_ids).items() if n != mine})
+        assert journal.beside([ids[1]], "turn", 2) == {ids[1]: ([], [])}
+    finally:
+        journal.close()

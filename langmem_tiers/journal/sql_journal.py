@@ -501,10 +501,12 @@ class SqlJournal:
         # of every search and context() (the neighbor turns, issue 15 session 63).
         with self._autocommit() as db:
             rows = db.all(*self._beside_sql(list(out), kind, per_side))
-            records = row_records([row[2:] for row in rows], self._codec(db))
-        for (anchor, side, *_), r in sorted(zip(rows, records, strict=True),
-                                            key=lambda p: (p[0][1], -p[1].id if p[0][1] == 0 else p[1].id)):
-            out[int(anchor)][int(side)].append(r)  # each walk nearest first: down the ids before, up after
+            # By id: a record whose session was erased since the statement read it is left out (row_records).
+            by_id = {r.id: r for r in row_records([row[2:] for row in rows], self._codec(db))}
+        walked = sorted(((int(row[0]), int(row[1]), r) for row in rows if (r := by_id.get(int(row[2]))) is not None),
+                        key=lambda w: (w[1], -w[2].id if w[1] == 0 else w[2].id))
+        for anchor, side, r in walked:
+            out[anchor][side].append(r)  # each walk nearest first: down the ids before, up after
         return out
 
     def _beside_sql(self, record_ids: Sequence[int], kind: str, per_side: int) -> tuple[str, list[Any]]:

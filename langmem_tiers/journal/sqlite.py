@@ -604,7 +604,8 @@ class SqliteJournal(SqlJournal):
         self.path = Path(path)
         self.url = f"sqlite:///{self.path}"
         self._lock = threading.RLock()
-        # Names of the sessions this process resolved, to say which one a stale handle lost (memory only).
+        # Names of the sessions this process resolved (memory only): the sessions of the records it reads, and
+        # which one a stale handle lost.
         self._names: dict[int, Namespace] = {}
         self._names_lock = threading.Lock()
         self._listings = ListingCache()  # the newest listing of each scope read (SqlJournal.scope_listing)

@@ -614,8 +614,8 @@ class PostgresJournal(SqlJournal):
 
     def _beside_sql(self, record_ids: Sequence[int], kind: str, per_side: int) -> tuple[str, list[Any]]:
         # One statement of fixed text whatever the number of records (prepared once): a LATERAL pair of walks
-        # per record. The shared UNION ALL of 2 x len(record_ids) walks was planned on every run: 2.2-2.6 ms
-        # p50 for five turns at 100k records in 1,000 sessions against 1.1-1.3 here (BENCHMARKS.md, session 66).
+        # per record. The shared UNION ALL of 2 x len(record_ids) walks was planned on every run: five turns at
+        # 100k records in 1,000 sessions, 2.14 -> 1.02 ms p50 (benchmarks/record_reads.py, BENCHMARKS.md session 66).
         return BESIDE_SQL, [list(record_ids), kind, per_side, kind, per_side]
 
     # --- keyword index and outbox claims ----------------------------------------

@@ -23,8 +23,8 @@ MSG_COLS = "id, role, content, name, tool_calls, tool_call_id, metadata, created
 MSG_TOKENS, MSG_TOKENS_KEY, MSG_KEY = 8, 9, 10
 # A record's columns (of records ``r`` alone), in the order row_records reads them. Its session's ids are
 # resolved from ``r.ns`` by the journal's cache of namespaces, not joined: PostgreSQL hash-joined the whole
-# namespaces table to a read of a few hundred records (a user of 10,000 sessions: 0.5-0.7 ms of 1.4-3.6,
-# BENCHMARKS.md, issue 15 session 66).
+# namespaces table to a read of a few hundred records (100 ids of a user of 10,000 sessions: 2.5-3.0 -> 1.1 ms
+# p50, benchmarks/record_reads.py, BENCHMARKS.md issue 15 session 66).
 RECORD_COLS = ("r.id, r.ns, r.kind, r.text, r.message_ids, r.importance, r.pinned, r.tags, r.metadata, "
                "r.created_at, r.key, r.valid_to")
 RECORD_SELECT = f"SELECT {RECORD_COLS} FROM records r"

@@ -204,14 +204,9 @@ class SqlJournal:
 
     def _namespace_of(self, db: core.Sql, ns_id: int) -> Namespace:
         """The ids of a namespace (its key subject), from the cache or the journal."""
-        known = self._names.get(ns_id)
-        if known is not None:
-            return known
-        row = db.one("SELECT session_id, user_id, agent_id FROM namespaces WHERE ns=?", (ns_id,))
-        if row is None:
+        ns = self._namespaces_of(db, (ns_id,)).get(ns_id)
+        if ns is None:
             raise SessionErasedError(erased_message(ns_id, None))
-        ns = Namespace(row[0], row[1], row[2])
-        self._remember(ns_id, ns)
         return ns
 
     def _namespaces_of(self, db: core.Sql, ns_ids: Collection[int]) -> dict[int, Namespace]:
@@ -235,15 +230,11 @@ class SqlJournal:
         return out
 
     def _search_namespaces(self, ns_ids: Sequence[int]) -> list[Namespace]:
-        """The namespaces a keyword query's blind tokens are derived for; an erased one is skipped."""
+        """The namespaces a keyword query's blind tokens are derived for; an erased one is skipped. (Those not
+        cached are read in one statement: one per namespace cost a cold handle a round trip per session.)"""
         with self._autocommit() as db:
-            try:
-                return [self._namespace_of(db, n) for n in ns_ids]
-            except SessionErasedError:  # one was erased meanwhile: search the others
-                members, args = db.in_(list(ns_ids))
-                rows = db.all(f"SELECT session_id, user_id, agent_id FROM namespaces WHERE ns {members} ORDER BY ns",
-                              args)
-                return [Namespace(r[0], r[1], r[2]) for r in rows]
+            names = self._namespaces_of(db, ns_ids)
+        return [names[n] for n in ns_ids if n in names]
 
     # --- transactions -------------------------------------------------------------------
 

@@ -62,8 +62,7 @@ def test_a_row_whose_session_is_gone_is_left_out(tmp_path: Path) -> None:
                *journal.add_records(gone, [NewRecord("turn", "x")])]
         rows = journal._db.execute(f"{RECORD_SELECT} WHERE r.id IN (?, ?) ORDER BY r.id", ids).fetchall()
         codec = journal._row_codec
-        resolves_kept = RowCodec(None, codec.namespace_of,
-                                 lambda ns_ids: {n: ns for n, ns in codec.namespaces(ns_ids).items() if n != gone})
+        resolves_kept = RowCodec(None, lambda ids: {n: ns for n, ns in codec.namespaces(ids).items() if n != gone})
         assert [r.text for r in row_records(rows, codec)] == ["stays", "x"]
         assert [(r.text, r.namespace) for r in row_records(rows, resolves_kept)] == [("stays", Namespace("kept", "u"))]
     finally:

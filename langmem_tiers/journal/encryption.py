@@ -37,8 +37,8 @@ import unicodedata
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
-from langmem_tiers.errors import DecryptionError, KeyUnavailableError, MissingDependencyError
-from langmem_tiers.journal.base import MAX_QUERY_TERMS, Namespace
+from langmem_tiers.errors import DecryptionError, KeyUnavailableError, MissingDependencyError, SessionErasedError
+from langmem_tiers.journal.base import MAX_QUERY_TERMS, Namespace, erased_message
 from langmem_tiers.keyring import KEY_BYTES, KeyRing
 from langmem_tiers.text import STOPWORDS, WORD
 
@@ -304,16 +304,25 @@ def subject_digest(subject: str) -> str:
 class RowCodec:
     """What both backends store for a message, record or summary, sealed when a cipher is on.
 
-    ``namespace_of`` resolves a namespace id to its ids (the key subject); it is called only
-    when a cipher is on, for rows that carry no namespace columns (messages, session state).
-    ``namespaces`` resolves the namespace ids of record rows at once (an erased one is absent).
+    ``namespaces`` resolves namespace ids to their ids (the key subject) at once, an erased one absent:
+    record rows name their session by id only, and sealing or opening a field needs its key subject.
     """
 
-    def __init__(self, cipher: FieldCipher | None, namespace_of: Callable[[int], Namespace],
+    def __init__(self, cipher: FieldCipher | None,
                  namespaces: Callable[[Collection[int]], Mapping[int, Namespace]]) -> None:
         self.cipher = cipher
-        self.namespace_of = namespace_of
         self.namespaces = namespaces
+
+    def namespace_of(self, ns_id: int) -> Namespace:
+        """One namespace's ids.
+
+        Raises:
+            SessionErasedError: it was erased (its id is never reused).
+        """
+        ns = self.namespaces((ns_id,)).get(ns_id)
+        if ns is None:
+            raise SessionErasedError(erased_message(ns_id, None))
+        return ns
 
     def message_columns(self, ns_id: int, content_json: str, name: str | None,
                         tool_calls: list[dict[str, Any]] | None,

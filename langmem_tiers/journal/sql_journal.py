@@ -199,15 +199,7 @@ class SqlJournal:
 
     def _codec(self, db: core.Sql) -> RowCodec:
         """Seals and opens rows read or written on ``db`` (namespace lookups reuse the connection)."""
-        return RowCodec(self._cipher, lambda ns_id: self._namespace_of(db, ns_id),
-                        lambda ns_ids: self._namespaces_of(db, ns_ids))
-
-    def _namespace_of(self, db: core.Sql, ns_id: int) -> Namespace:
-        """The ids of a namespace (its key subject), from the cache or the journal."""
-        ns = self._namespaces_of(db, (ns_id,)).get(ns_id)
-        if ns is None:
-            raise SessionErasedError(erased_message(ns_id, None))
-        return ns
+        return RowCodec(self._cipher, lambda ns_ids: self._namespaces_of(db, ns_ids))
 
     def _namespaces_of(self, db: core.Sql, ns_ids: Collection[int]) -> dict[int, Namespace]:
         """The ids of these namespaces, from the cache, those it lacks read in one statement; an erased one

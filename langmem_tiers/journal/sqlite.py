@@ -650,7 +650,7 @@ class SqliteJournal(SqlJournal):
             raise
         self.uid = self._meta("uid")
         self._cipher, self._plain_records = self._setup_encryption(keyring)
-        self._row_codec = RowCodec(self._cipher, self._namespace_in_journal, self._namespaces_in_journal)
+        self._row_codec = RowCodec(self._cipher, self._namespaces_in_journal)
 
     def _setup_encryption(self, keyring: KeyRing | None) -> tuple[FieldCipher | None, bool]:
         """The cipher, and whether plaintext records from before encryption may exist (keyword search
@@ -681,10 +681,6 @@ class SqliteJournal(SqlJournal):
     def _codec(self, db: Sql) -> RowCodec:
         # One connection per journal: one codec, whose namespace lookups take the lock themselves.
         return self._row_codec
-
-    def _namespace_in_journal(self, ns_id: int) -> Namespace:
-        with self._lock:
-            return self._namespace_of(self._sql, ns_id)
 
     def _namespaces_in_journal(self, ns_ids: Collection[int]) -> dict[int, Namespace]:
         with self._lock:

@@ -42,8 +42,6 @@ from langmem_tiers.journal.postgres import PostgresJournal
 from langmem_tiers.journal.sqlite import SqliteJournal
 from tests.support.postgres import postgres_server
 
-READS = {"records(100)": 100, "records(340)": 340, "beside(5 turns)": 5}
-
 
 def fill(journal: Journal, records: int, sessions: int, rng: random.Random) -> list[int]:
     """One user's records, a turn each, spread evenly over ``sessions`` sessions; their ids."""
@@ -57,8 +55,17 @@ def fill(journal: Journal, records: int, sessions: int, rng: random.Random) -> l
     return ids
 
 
+def records(journal: Journal, ids: list[int]) -> object:
+    return journal.records(ids)
+
+
 def beside(journal: Journal, ids: list[int]) -> object:
     return journal.beside(ids, "turn", 4)
+
+
+# Each read: how many ids a draw holds, and the read.
+READS: dict[str, tuple[int, Callable[[Journal, list[int]], object]]] = {
+    "records(100)": (100, records), "records(340)": (340, records), "beside(5 turns)": (5, beside)}
 
 
 def timed(read: Callable[[list[int]], object], draws: list[list[int]]) -> tuple[float, float]:
@@ -76,12 +83,12 @@ def run(open_journal: Callable[[], Journal], records: int, sessions: int, sample
     with contextlib.closing(open_journal()) as writer:
         ids = fill(writer, records, sessions, rng)
     row: dict[str, Any] = {"records": len(ids), "sessions": sessions, "fill_s": round(time.perf_counter() - started, 1)}
-    for name, size in READS.items():
+    for name, (size, read_of) in READS.items():
         draws = [rng.sample(ids, size) for _ in range(samples)]
         # Each kind of read on a new handle, as a serving process after a restart ("first": it knows none of
         # the sessions yet, and its first statements are not prepared), then the same draws again ("again").
         with contextlib.closing(open_journal()) as journal:
-            read = journal.records if name.startswith("records") else functools.partial(beside, journal)
+            read = functools.partial(read_of, journal)
             row[f"{name} first p50 / p95 ms"] = timed(read, draws)
             row[f"{name} again p50 / p95 ms"] = timed(read, draws)
     return row

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -70,16 +71,25 @@ def test_a_row_whose_session_is_gone_is_left_out(tmp_path: Path) -> None:
 
 
 def test_beside_leaves_out_turns_of_a_session_gone_meanwhile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``beside`` reads its rows, then resolves their sessions: one erased in between (here: one the
-    resolver no longer finds) loses its turns from the answer, which is still given."""
-    journal = SqliteJournal(tmp_path / "journal.sqlite3")
+    """``beside`` reads its rows, then resolves their sessions: one erased in between by another handle
+    (staged at that point: the reader's lookup runs the erasure first) loses its turns from the answer,
+    which is still given."""
+    path = tmp_path / "journal.sqlite3"
+    writer = SqliteJournal(path)
+    reader = SqliteJournal(path)  # knows none of the sessions yet, as after a restart
     try:
-        mine = journal.namespace_id(Namespace("mine", "u")) or 0
-        ids = journal.add_records(mine, [NewRecord("turn", t) for t in ("t1", "t2", "t3")])
-        assert [r.text for r in journal.beside([ids[1]], "turn", 2)[ids[1]][1]] == ["t3"]
-        resolve = journal._namespaces_of
-        monkeypatch.setattr(journal, "_namespaces_of", lambda db, ns_ids: {
-            n: ns for n, ns in resolve(db, ns_ids).items() if n != mine})
-        assert journal.beside([ids[1]], "turn", 2) == {ids[1]: ([], [])}
+        mine = writer.namespace_id(Namespace("mine", "u")) or 0
+        ids = writer.add_records(mine, [NewRecord("turn", t) for t in ("t1", "t2", "t3")])
+        resolve = reader._namespaces_of
+
+        def erased_first(db: Any, ns_ids: Any) -> dict[int, Namespace]:
+            writer.delete_namespaces([mine])
+            return resolve(db, ns_ids)
+
+        monkeypatch.setattr(reader, "_namespaces_of", erased_first)
+        assert reader.beside([ids[1]], "turn", 2) == {ids[1]: ([], [])}
+        monkeypatch.undo()
+        assert reader.records(ids) == []
     finally:
-        journal.close()
+        reader.close()
+        writer.close()
